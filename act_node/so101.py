@@ -1,0 +1,68 @@
+"""The SO-101 arm: joint names, limits, link lengths, and the one conversion between ROS units and
+LeRobot's dataset units.
+
+Facts from the public SO-101 description (TheRobotStudio SO-ARM100, as shipped in LeRobot's
+`so101_new_calib`): joint order and ranges (zero at the middle of each range), link offsets, and the
+STS3215 servo's torque. ROS topics use radians (REP-103); datasets and checkpoints use LeRobot's
+SO-101 convention: degrees for the five body joints and 0-100 for the gripper (0 closed, 100 open),
+spread linearly over the gripper joint's range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+BODY_JOINTS = JOINT_NAMES[:5]
+GRIPPER = JOINT_NAMES.index("gripper")
+
+# Joint ranges in radians, from the SO-101 description.
+LOWER_RAD = np.array([-1.91986, -1.74533, -1.69, -1.65806, -2.74385, -0.17453])
+UPPER_RAD = np.array([1.91986, 1.74533, 1.69, 1.65806, 2.84121, 1.74533])
+
+# STS3215 servo (12 V): stall torque about 3.35 N m (the description's force range), no-load speed
+# 0.222 s per 60 degrees, i.e. about 4.7 rad/s.
+MAX_TORQUE_NM = 3.35
+MAX_VELOCITY_RAD_S = math.radians(60) / 0.222
+
+# Link lengths in metres (the description's joint-to-joint offsets).
+BASE_TO_PAN_Z = 0.0624  # table top to the shoulder_pan joint
+PAN_TO_LIFT_X = 0.0304  # shoulder_lift axis ahead of the pan axis
+PAN_TO_LIFT_Z = 0.0542  # and above it
+UPPER_ARM = (0.11257, 0.028)  # shoulder_lift -> elbow_flex: along the arm, and the bend off its line
+FOREARM = (0.1349, 0.0052)  # elbow_flex -> wrist_flex
+WRIST_TO_ROLL = 0.0611  # wrist_flex -> wrist_roll
+ROLL_TO_TIP = 0.0981  # wrist_roll -> between the jaw tips (the description's gripperframe)
+
+LEROBOT_UNITS = ("deg",) * 5 + ("0-100",)
+
+
+def _check_last_axis(values: np.ndarray) -> None:
+    if values.shape[-1:] != (len(JOINT_NAMES),):
+        raise ValueError(f"expected {len(JOINT_NAMES)} joint values {JOINT_NAMES}, got shape {values.shape}")
+
+
+def to_lerobot(radians: np.ndarray) -> np.ndarray:
+    """Joint positions (..., 6) in radians -> LeRobot's SO-101 units (degrees, gripper 0-100)."""
+    radians = np.asarray(radians, dtype=np.float64)
+    _check_last_axis(radians)
+    out = np.degrees(radians)
+    span = UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER]
+    out[..., GRIPPER] = 100.0 * (radians[..., GRIPPER] - LOWER_RAD[GRIPPER]) / span
+    return out
+
+
+def from_lerobot(values: np.ndarray) -> np.ndarray:
+    """LeRobot's SO-101 units (..., 6) -> radians."""
+    values = np.asarray(values, dtype=np.float64)
+    _check_last_axis(values)
+    out = np.radians(values)
+    span = UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER]
+    out[..., GRIPPER] = LOWER_RAD[GRIPPER] + values[..., GRIPPER] / 100.0 * span
+    return out
+
+
+LOWER_LEROBOT = to_lerobot(LOWER_RAD)
+UPPER_LEROBOT = to_lerobot(UPPER_RAD)

@@ -1,0 +1,76 @@
+"""Cameras: pinhole intrinsics, poses in the table frame, and the OpenGL matrices pybullet renders with.
+
+A camera is fixed in the table frame (`front`) or rides on an arm link (`wrist`). Its optical frame
+follows ROS (z forward, x right, y down), so `intrinsics()` and `optical_pose()` fill a CameraInfo and a
+transform directly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+NEAR_M, FAR_M = 0.01, 3.0
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    name: str
+    height: int = 240
+    width: int = 320
+    fov_y_deg: float = 50.0
+    # fixed cameras: eye and look-at point in the table frame; arm cameras: the link they ride on
+    eye: tuple[float, float, float] | None = None
+    target: tuple[float, float, float] | None = None
+    link: str | None = None
+
+    def __post_init__(self):
+        if (self.link is None) == (self.eye is None):
+            raise ValueError(f"camera {self.name!r}: give either eye and target (fixed) or link (on the arm)")
+        if self.height <= 0 or self.width <= 0:
+            raise ValueError(f"camera {self.name!r}: image size must be positive, got {self.height}x{self.width}")
+
+    def intrinsics(self) -> np.ndarray:
+        """K (3, 3) in pixels: square pixels, principal point at the image centre."""
+        focal = (self.height / 2) / math.tan(math.radians(self.fov_y_deg) / 2)
+        return np.array([[focal, 0, self.width / 2], [0, focal, self.height / 2], [0, 0, 1.0]])
+
+    def projection(self) -> np.ndarray:
+        """OpenGL projection (4, 4) matching `intrinsics()`."""
+        f = 1 / math.tan(math.radians(self.fov_y_deg) / 2)
+        aspect = self.width / self.height
+        return np.array([[f / aspect, 0, 0, 0], [0, f, 0, 0],
+                         [0, 0, (FAR_M + NEAR_M) / (NEAR_M - FAR_M), 2 * FAR_M * NEAR_M / (NEAR_M - FAR_M)],
+                         [0, 0, -1, 0]])
+
+
+UP = np.array([0.0, 0.0, 1.0])
+
+
+def look_at(eye: np.ndarray, target: np.ndarray, up: np.ndarray = UP) -> np.ndarray:
+    """Optical-frame rotation (3, 3), columns x right, y down, z forward, looking from eye at target."""
+    forward = target - eye
+    forward = forward / np.linalg.norm(forward)
+    right = np.cross(forward, up)
+    if np.linalg.norm(right) < 1e-9:  # looking straight along `up`
+        right = np.cross(forward, np.array([0.0, 1.0, 0.0]))
+    right = right / np.linalg.norm(right)
+    down = np.cross(forward, right)
+    return np.stack([right, down, forward], axis=1)
+
+
+def view_matrix(position: np.ndarray, optical: np.ndarray) -> np.ndarray:
+    """OpenGL view (4, 4) for a camera at `position` with optical rotation (3, 3) (x right, y down, z forward)."""
+    gl = optical @ np.diag([1.0, -1.0, -1.0])  # OpenGL's camera looks along -z with y up
+    view = np.eye(4)
+    view[:3, :3] = gl.T
+    view[:3, 3] = -gl.T @ position
+    return view
+
+
+def link_optical(link_rotation: np.ndarray) -> np.ndarray:
+    """A camera link looks along its +x with +z up: its optical frame (x right, y down, z forward)."""
+    x, _, z = link_rotation.T
+    return np.stack([np.cross(x, z), -z, x], axis=1)

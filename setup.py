@@ -1,0 +1,51 @@
+"""act_node: ament_python package that also installs with pip (`pip install .`)."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE = "act_node"
+HERE = Path(__file__).parent
+
+
+def tree(folder: str) -> list[tuple[str, list[str]]]:
+    """data_files entries that install `folder` under share/act_node/, keeping its layout."""
+    entries: dict[str, list[str]] = {}
+    for path in sorted((HERE / folder).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            relative = path.relative_to(HERE)
+            entries.setdefault(str(Path("share", PACKAGE, relative.parent)), []).append(str(relative))
+    return list(entries.items())
+
+
+def requirements() -> list[str]:
+    lines = (HERE / "requirements.txt").read_text().splitlines()
+    pins = [line.split("#")[0].strip() for line in lines]
+    return [pin for pin in pins if pin and not pin.startswith("ros-jazzy-")]
+
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        *tree("launch"),
+        *tree("sim"),
+        *tree("models"),
+    ],
+    install_requires=requirements(),
+    python_requires=">=3.12",
+    zip_safe=False,
+    maintainer="act_node developers",
+    maintainer_email="act-node@example.invalid",
+    description="LeRobot ACT in a closed loop with a PyBullet table-top and an SO-101 arm, over ROS 2",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "act-attention = act_node.attention_cli:main",
+            "act-sim = act_node.cli:main",
+        ],
+    },
+)

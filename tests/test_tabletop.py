@@ -1,0 +1,184 @@
+"""The PyBullet table-top: the arm's facts, IK, scenes, cameras, the gymnasium env and the expert."""
+
+import math
+
+import numpy as np
+import pybullet
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from act_node import so101
+from act_node.tabletop import ENV_ID, kinematics
+from act_node.tabletop.env import PickObjectEnv
+from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.objects import KINDS
+from act_node.tabletop.scene import GAP_M, REACH_M, in_reach, sample_scene
+from act_node.tabletop.world import ARM_BASE_XY, table_to_arm
+
+SMALL = dict(image_size=(48, 64))
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = PickObjectEnv(objects=4, target_source="truth", **SMALL)
+    environment.reset(seed=0)
+    yield environment
+    environment.close()
+
+
+def test_pybullet_is_built_with_numpy():
+    assert pybullet.isNumpyEnabled() == 1
+
+
+def test_units_convert_both_ways_and_gripper_spans_its_range():
+    values = np.array([10.0, -45.0, 30.0, 90.0, -120.0, 37.5])
+    assert np.allclose(so101.to_lerobot(so101.from_lerobot(values)), values)
+    assert so101.from_lerobot(np.array([0, 0, 0, 0, 0, 0.0]))[5] == pytest.approx(so101.LOWER_RAD[5])
+    assert so101.from_lerobot(np.array([0, 0, 0, 0, 0, 100.0]))[5] == pytest.approx(so101.UPPER_RAD[5])
+    with pytest.raises(ValueError, match="expected 6 joint values"):
+        so101.to_lerobot(np.zeros(5))
+
+
+def test_urdf_joints_match_the_so101_facts(env):
+    client, arm = env.world.client, env.world.arm
+    for name, index, low, high in zip(so101.JOINT_NAMES, env.world.joints, so101.LOWER_RAD, so101.UPPER_RAD):
+        info = client.getJointInfo(arm, index)
+        assert info[1].decode() == name
+        assert (info[8], info[9]) == pytest.approx((low, high))
+        assert info[10] == pytest.approx(so101.MAX_TORQUE_NM)
+    assert [client.getJointInfo(arm, i)[1].decode() for i in env.world.joints] == list(so101.JOINT_NAMES)
+
+
+@pytest.mark.parametrize("xy, z, yaw, tilt", [((0.5, 0.25), 0.03, 0.3, 0.0), ((0.38, 0.16), 0.02, -1.0, 0.0),
+                                              ((0.64, 0.22), 0.06, 2.0, 0.0), ((0.55, 0.3), 0.1, 0.7, 0.35)])
+def test_ik_puts_the_tcp_where_asked_pointing_down(env, xy, z, yaw, tilt):
+    joints = kinematics.top_down_ik(np.array([*table_to_arm(np.array(xy)), z]), yaw, tilt)
+    for index, angle in zip(env.world.joints, list(joints) + [0.0]):
+        env.world.client.resetJointState(env.world.arm, index, angle)
+    position, rotation = env.world.link_pose("tcp")
+    assert np.allclose(position, [*xy, z], atol=1e-4)
+    tool_axis = rotation[:, 0]
+    assert math.degrees(math.acos(-tool_axis[2])) == pytest.approx(math.degrees(tilt), abs=0.1)
+    side = kinematics.closing_axis_yaw(joints) + math.pi / 2  # arm frame -> table frame
+    assert abs(np.dot(rotation[:2, 1] / np.linalg.norm(rotation[:2, 1]), [math.cos(side), math.sin(side)])) > 0.999
+
+
+def test_ik_refuses_what_the_arm_cannot_reach():
+    with pytest.raises(kinematics.Unreachable, match="reach is"):
+        kinematics.top_down_ik(np.array([0.6, 0.0, 0.02]), 0.0)
+
+
+def test_scenes_are_seeded_in_reach_and_apart():
+    for seed in range(40):
+        scene = sample_scene(np.random.default_rng(seed), 8)
+        assert sorted(o.kind.name for o in scene.objects) == sorted(KINDS)
+        for i, a in enumerate(scene.objects):
+            assert in_reach(a.xy)
+            assert REACH_M[0] <= np.hypot(*(a.xy - ARM_BASE_XY)) <= REACH_M[1]
+            for b in scene.objects[i + 1:]:
+                assert np.hypot(*(a.xy - b.xy)) >= a.kind.footprint_m + b.kind.footprint_m + GAP_M - 1e-9
+    first = sample_scene(np.random.default_rng(5), 4)
+    again = sample_scene(np.random.default_rng(5), 4)
+    assert [(o.kind.name, *o.xy, o.yaw) for o in first.objects] == [(o.kind.name, *o.xy, o.yaw) for o in again.objects]
+    with pytest.raises(ValueError, match="unknown object kind 'plate'"):
+        sample_scene(np.random.default_rng(0), 3, request="plate")
+    with pytest.raises(ValueError, match="object count must be 1..8"):
+        sample_scene(np.random.default_rng(0), 9)
+
+
+def test_env_passes_the_gymnasium_checker():
+    import gymnasium as gym
+
+    environment = gym.make(ENV_ID, objects=3, target_source="truth", **SMALL).unwrapped
+    check_env(environment, skip_render_check=False)
+    environment.close()
+
+
+def test_env_is_registered_and_observes_in_lerobot_units():
+    import gymnasium as gym
+
+    environment = gym.make(ENV_ID, objects=2, target_source="truth", **SMALL)
+    observation, info = environment.reset(seed=1)
+    assert set(observation["pixels"]) == {"front", "wrist"}
+    assert observation["pixels"]["front"].shape == (48, 64, 3) and observation["pixels"]["front"].dtype == np.uint8
+    assert observation["agent_pos"].dtype == np.float32 and observation["agent_pos"].shape == (6,)
+    assert 0 <= observation["agent_pos"][5] <= 100  # the gripper in 0-100
+    assert info["task"].startswith("pick up the ")
+    scene = environment.unwrapped.scene
+    assert np.allclose(observation["environment_state"], scene.target.xy)
+    environment.close()
+
+
+def test_same_seed_gives_the_same_scene_images_and_states():
+    runs = []
+    for _ in range(2):
+        environment = PickObjectEnv(objects=4, target_source="truth", **SMALL)
+        observation, _ = environment.reset(seed=7)
+        expert = ScriptedExpert(environment)
+        expert.reset(observation)
+        trace = [observation]
+        for _ in range(25):
+            observation, *_ = environment.step(expert.act(observation))
+            trace.append(observation)
+        runs.append(trace)
+        environment.close()
+    for a, b in zip(*runs):
+        assert np.array_equal(a["agent_pos"], b["agent_pos"])
+        for camera in a["pixels"]:
+            assert np.array_equal(a["pixels"][camera], b["pixels"][camera])
+    assert not np.array_equal(runs[0][0]["pixels"]["wrist"], runs[0][-1]["pixels"]["wrist"]), "the arm moved"
+
+
+def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
+    observation, _ = env.reset(seed=2)
+    with pytest.raises(ValueError, match=r"shape \(6,\)"):
+        env.step(np.zeros(5))
+    nan = observation["agent_pos"].copy()
+    nan[2] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf at joints \\['elbow_flex'\\]"):
+        env.step(nan)
+    wild = observation["agent_pos"].copy()
+    wild[0], wild[5] = 500.0, -20.0
+    _, _, _, _, info = env.step(wild)
+    assert info["clipped_joints"] == 2 and info["clipped_total"] == 2
+
+
+def test_camera_intrinsics_and_pose_project_onto_the_rendered_object():
+    environment = PickObjectEnv(objects=1, cameras=("top", "front"), image_size=(120, 160), target_source="truth",
+                                request="cube")
+    observation, _ = environment.reset(seed=3)
+    cube = environment.scene.target
+    for camera in environment.cameras:
+        position, optical = environment.camera_pose(camera)
+        point = optical.T @ (np.array([*cube.xy, 0.035]) - position)  # the cube's top centre, camera frame
+        u, v, w = camera.intrinsics() @ point
+        column, row = int(u / w), int(v / w)
+        pixel = observation["pixels"][camera.name][row, column].astype(int)
+        assert pixel[0] > 120 and pixel[1] < 80 and pixel[2] < 80, f"{camera.name}: {pixel} at {(row, column)} not red"
+    environment.close()
+
+
+def test_selector_target_agrees_with_the_truth():
+    environment = PickObjectEnv(objects=6, **SMALL)
+    errors = []
+    for seed in range(10):
+        observation, info = environment.reset(seed=seed)
+        errors.append(info["target_error_m"])
+        assert np.hypot(*(observation["environment_state"] - environment.scene.target.xy)) == \
+            pytest.approx(info["target_error_m"], abs=1e-6)
+    environment.close()
+    assert max(errors) < 0.01
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 4])
+def test_the_expert_picks_up_the_requested_object(env, seed):
+    observation, info = env.reset(seed=seed)
+    expert = ScriptedExpert(env)
+    expert.reset(observation)
+    start = env.scene.target.xy.copy()
+    terminated = truncated = False
+    while not (terminated or truncated):
+        observation, reward, terminated, truncated, info = env.step(expert.act(observation))
+    assert info["is_success"] and reward == 1.0, env.task
+    assert env.lift_m() >= 0.05 and env.held()
+    assert np.hypot(*(env.world.object_pose(env.scene.target)[0][:2] - start)) < 0.05
