@@ -2,6 +2,9 @@
 
   act-sim video    one expert episode for a seed, every camera side by side, as mp4 or gif
   act-sim expert   the scripted expert's success rate over seeded scenes (parallel over the cores)
+  act-sim record   expert episodes as a LeRobotDataset (v3.0) under a local root
+  act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
+  act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tqdm import tqdm
 from act_node.tabletop.env import FPS, PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.video import caption, write_video
+from act_node.training import TRAIN_IMAGE_SIZE
 
 
 def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
@@ -98,11 +102,50 @@ def cmd_expert(args: argparse.Namespace) -> None:
         print("the selector judged the requested kind absent in some episodes (target_error_m = inf)")
 
 
-def add_env_arguments(parser: argparse.ArgumentParser) -> None:
+def cmd_record(args: argparse.Namespace) -> None:
+    from act_node.record import record
+
+    env = make_env(args)
+    summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
+                     keep_failures=args.keep_failures)
+    env.close()
+    print(json.dumps({"root": str(summary.root), "episodes": summary.recorded, "frames": summary.frames,
+                      "skipped_failed_seeds": summary.skipped_seeds, "seconds": round(summary.seconds, 1),
+                      "frames_per_second": round(summary.frames / summary.seconds, 1)}, indent=1))
+
+
+def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
+    from act_node.training import train
+
+    checkpoint = train(Path(args.dataset_root), args.repo_id, Path(args.output_dir), args.steps, args.device, extra)
+    print(f"checkpoint: {checkpoint}")
+
+
+def cmd_eval(args: argparse.Namespace) -> None:
+    from act_node.evaluate import EvalSettings, evaluate
+    from act_node.policy import CheckpointMismatch
+
+    settings = EvalSettings(policy_path=args.policy_path, episodes=args.episodes, first_seed=args.first_seed,
+                            objects=args.objects, cameras=tuple(args.cameras.split(",")),
+                            image_size=(args.height, args.width), target_source=args.target,
+                            max_steps=args.max_steps, n_action_steps=args.n_action_steps, device=args.device,
+                            videos=args.videos, out=args.out)
+    try:
+        report = evaluate(settings, workers=args.workers)
+    except (CheckpointMismatch, FileNotFoundError) as error:
+        raise SystemExit(f"act-sim eval: {error}") from None
+    low, high = report["success_ci95"]
+    print(f"success {report['success_rate']:.1%} (95% CI {low:.1%}-{high:.1%}) over {report['episodes']} episodes; "
+          f"mean reward {report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f} steps, "
+          f"{report['mean_inference_s'] * 1000:.0f} ms a chunk")
+    print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
+
+
+def add_env_arguments(parser: argparse.ArgumentParser, height: int = 240, width: int = 320) -> None:
     parser.add_argument("--objects", type=int, default=4, help="objects on the table, 1-8")
     parser.add_argument("--cameras", default="front,wrist", help="comma-separated: front, top, wrist")
-    parser.add_argument("--height", type=int, default=240)
-    parser.add_argument("--width", type=int, default=320)
+    parser.add_argument("--height", type=int, default=height, help="camera image height")
+    parser.add_argument("--width", type=int, default=width, help="camera image width")
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
 
@@ -123,8 +166,45 @@ def main(argv: list[str] | None = None) -> None:
     expert.add_argument("--workers", type=int, default=None)
     expert.add_argument("--out", default=None, help="write the report and every episode as JSON")
     expert.set_defaults(run=cmd_expert)
-    args = parser.parse_args(argv)
-    args.run(args)
+
+    record = commands.add_parser("record", help="expert episodes as a LeRobotDataset")
+    add_env_arguments(record, *TRAIN_IMAGE_SIZE)
+    record.add_argument("--episodes", type=int, default=50)
+    record.add_argument("--first-seed", type=int, default=0)
+    record.add_argument("--repo-id", default="local/act_node_pick")
+    record.add_argument("--root", default="outputs/datasets/act_node_pick")
+    record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    record.set_defaults(run=cmd_record)
+
+    train = commands.add_parser("train", help="lerobot-train with this task's ACT configuration; "
+                                              "extra --key=value arguments go to lerobot-train")
+    train.add_argument("--dataset-root", default="outputs/datasets/act_node_pick")
+    train.add_argument("--repo-id", default="local/act_node_pick")
+    train.add_argument("--output-dir", default="outputs/train/act_pick")
+    train.add_argument("--steps", type=int, default=2000)
+    train.add_argument("--device", default="cpu", help="cpu or cuda")
+    train.set_defaults(run=cmd_train, passes_extra=True)
+
+    evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")
+    add_env_arguments(evaluate, *TRAIN_IMAGE_SIZE)
+    evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
+    evaluate.add_argument("--episodes", type=int, default=10)
+    evaluate.add_argument("--first-seed", type=int, default=1000)
+    evaluate.add_argument("--max-steps", type=int, default=300)
+    evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
+    evaluate.add_argument("--device", default="cpu")
+    evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")
+    evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
+    evaluate.add_argument("--out", default="outputs/eval")
+    evaluate.set_defaults(run=cmd_eval)
+
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "passes_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "passes_extra", False):
+        args.run(args, extra)
+    else:
+        args.run(args)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP=$VENV/.act_node_ready
-FINGERPRINT=$(cat requirements.txt requirements-dev.txt setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)
+FINGERPRINT=$(cat requirements.txt requirements-dev.txt setup.py scripts/setup.sh \
+  plugins/lerobot_env_act_node/pyproject.toml | sha256sum | cut -d' ' -f1)
 
 if [[ -f $STAMP && $(cat "$STAMP") == "$FINGERPRINT" ]]; then
   exit 0
@@ -46,7 +47,7 @@ if ! numpy_enabled; then
 fi
 echo "setup: installing lerobot, the ROS 2 Jazzy wheels and the rest (torch is several GB the first time)"
 "${PIP[@]}" --quiet -r requirements.txt -r requirements-dev.txt
-"${PIP[@]}" --quiet --no-deps --no-build-isolation -e .
+"${PIP[@]}" --quiet --no-deps --no-build-isolation -e . -e plugins/lerobot_env_act_node
 "$VENV/bin/python" -c 'import rclpy, lerobot, pybullet, act_node' >/dev/null
 echo "$FINGERPRINT" > "$STAMP"
 echo "setup: done in $((SECONDS - started)) s"

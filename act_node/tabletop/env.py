@@ -133,6 +133,16 @@ class PickObjectEnv(gym.Env):
     def task(self) -> str:
         return self.scene.task if self.scene else ""
 
+    @property
+    def task_description(self) -> str:
+        """LeRobot's rollout reads the language task under this name."""
+        return self.task
+
+    @property
+    def _max_episode_steps(self) -> int:
+        """LeRobot's rollout reads the step limit under this name (no TimeLimit wrapper here)."""
+        return self.max_steps
+
     def object_tokens(self) -> list[tuple[str, float, float]]:
         """The scene as the Selector sees it: (kind, x, y) per object, metres, table frame."""
         return [(o.kind.name, float(o.xy[0]), float(o.xy[1])) for o in self.scene.objects]

@@ -1,0 +1,172 @@
+"""A LeRobot checkpoint as a callable: one observation in, the whole action chunk out.
+
+    policy = ChunkPolicy.load("outputs/train/act_pick/checkpoints/last/pretrained_model", device="cpu")
+    chunk, seconds = policy(observation)        # chunk: (chunk_size, action_dim), dataset units
+
+`observation` is the env's own dict (`pixels` {camera: HWC uint8}, `agent_pos`, `environment_state`) or
+LeRobot's flat batch keys (`observation.state`, `observation.images.<camera>` ...). The checkpoint's
+input features are checked against what it is fed before anything runs: every mismatch is listed.
+Nothing downloads: the folder must hold config.json, model.safetensors and the processors' files.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from act_node import so101
+
+OBS_STATE = "observation.state"
+OBS_ENV_STATE = "observation.environment_state"
+OBS_IMAGES = "observation.images"
+ACTION = "action"
+REQUIRED_FILES = ("config.json", "model.safetensors", "policy_preprocessor.json", "policy_postprocessor.json")
+
+
+class CheckpointMismatch(ValueError):
+    """The checkpoint does not fit what it would be fed; the message lists every mismatch."""
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """What a policy is fed: camera images (H, W) by name, the state size, the env-state size (or None)."""
+
+    cameras: dict[str, tuple[int, int]]
+    state_dim: int = len(so101.JOINT_NAMES)
+    env_state_dim: int | None = 2
+    action_dim: int = len(so101.JOINT_NAMES)
+
+
+def check_features(config: Any, spec: FeatureSpec) -> list[str]:
+    """Every way the policy config's input/output features differ from `spec`, as sentences."""
+    problems = []
+    inputs = dict(config.input_features)
+    expected_images = {f"{OBS_IMAGES}.{name}": size for name, size in spec.cameras.items()}
+    for key, feature in inputs.items():
+        if key.startswith(OBS_IMAGES + "."):
+            if key not in expected_images:
+                problems.append(f"the checkpoint wants camera {key!r}, which is not fed "
+                                f"(fed: {sorted(expected_images) or 'none'})")
+                continue
+            channels, height, width = feature.shape
+            if (height, width) != expected_images[key] or channels != 3:
+                problems.append(f"{key}: the checkpoint wants images {tuple(feature.shape)} (C, H, W), "
+                                f"fed (3, {expected_images[key][0]}, {expected_images[key][1]})")
+        elif key == OBS_STATE:
+            if tuple(feature.shape) != (spec.state_dim,):
+                problems.append(f"{OBS_STATE}: the checkpoint wants shape {tuple(feature.shape)}, "
+                                f"fed ({spec.state_dim},) ({', '.join(so101.JOINT_NAMES)})")
+        elif key == OBS_ENV_STATE:
+            if spec.env_state_dim is None:
+                problems.append(f"the checkpoint wants {OBS_ENV_STATE} {tuple(feature.shape)}, which is not fed")
+            elif tuple(feature.shape) != (spec.env_state_dim,):
+                problems.append(f"{OBS_ENV_STATE}: the checkpoint wants shape {tuple(feature.shape)}, "
+                                f"fed ({spec.env_state_dim},)")
+        else:
+            problems.append(f"the checkpoint wants input {key!r}, which this system does not provide")
+    for key in expected_images:
+        if key not in inputs:
+            problems.append(f"camera {key!r} is fed but the checkpoint has no such input")
+    action = dict(config.output_features).get(ACTION)
+    if action is None:
+        problems.append("the checkpoint has no 'action' output")
+    elif tuple(action.shape) != (spec.action_dim,):
+        problems.append(f"action: the checkpoint outputs shape {tuple(action.shape)}, the arm takes "
+                        f"({spec.action_dim},) ({', '.join(so101.JOINT_NAMES)})")
+    return problems
+
+
+def to_batch(observation: dict, task: str = "") -> dict[str, Any]:
+    """The env's observation (or LeRobot's flat keys) -> a batch of one in LeRobot's keys, images in
+    (1, 3, H, W) float [0, 1]."""
+    batch: dict[str, Any] = {}
+    if "pixels" in observation or "agent_pos" in observation:
+        for name, image in observation.get("pixels", {}).items():
+            batch[f"{OBS_IMAGES}.{name}"] = image
+        batch[OBS_STATE] = observation["agent_pos"]
+        if "environment_state" in observation:
+            batch[OBS_ENV_STATE] = observation["environment_state"]
+    else:
+        batch.update(observation)
+    out: dict[str, Any] = {"task": [task]}
+    for key, value in batch.items():
+        if key == "task":
+            continue
+        tensor = torch.as_tensor(np.asarray(value))
+        if key.startswith(OBS_IMAGES + "."):
+            if tensor.ndim != 3 or tensor.shape[-1] != 3 or tensor.dtype != torch.uint8:
+                raise ValueError(f"{key}: expected an (H, W, 3) uint8 image, got {tuple(tensor.shape)} {tensor.dtype}")
+            tensor = tensor.permute(2, 0, 1).float().div(255.0)
+        else:
+            tensor = tensor.float()
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"{key} holds NaN or inf: {tensor.tolist()}")
+        out[key] = tensor.unsqueeze(0)
+    return out
+
+
+class ChunkPolicy:
+    """A loaded LeRobot policy with its processors; `__call__` answers one observation with a chunk."""
+
+    def __init__(self, policy, preprocessor, postprocessor, path: Path):
+        self.policy = policy
+        self.preprocessor = preprocessor
+        self.postprocessor = postprocessor
+        self.path = path
+        self.config = policy.config
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu", expect: FeatureSpec | None = None) -> ChunkPolicy:
+        """Load a `pretrained_model` folder on `device`; with `expect`, refuse (CheckpointMismatch) a
+        checkpoint whose features differ."""
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+        path = Path(path)
+        if not path.is_dir():
+            raise FileNotFoundError(f"checkpoint folder not found: {path}")
+        missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{path} is not a LeRobot pretrained_model folder: missing {', '.join(missing)}")
+        config = PreTrainedConfig.from_pretrained(str(path))
+        if expect is not None:
+            problems = check_features(config, expect)
+            if problems:
+                listed = "\n  - ".join(problems)
+                raise CheckpointMismatch(f"checkpoint {path} does not match its inputs:\n  - {listed}")
+        config.device = device
+        if getattr(config, "pretrained_backbone_weights", None):
+            config.pretrained_backbone_weights = None  # the weights come from model.safetensors: nothing downloads
+        policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
+        policy.to(device).eval()
+        overrides = {"device_processor": {"device": device}}
+        preprocessor, postprocessor = make_pre_post_processors(
+            config, pretrained_path=str(path), preprocessor_overrides=overrides,
+            postprocessor_overrides={"device_processor": {"device": "cpu"}})
+        return cls(policy, preprocessor, postprocessor, path)
+
+    @property
+    def chunk_size(self) -> int:
+        return int(self.config.chunk_size)
+
+    @property
+    def camera_names(self) -> list[str]:
+        return [key.removeprefix(OBS_IMAGES + ".") for key in self.config.input_features
+                if key.startswith(OBS_IMAGES + ".")]
+
+    def reset(self) -> None:
+        self.policy.reset()
+
+    @torch.no_grad()
+    def __call__(self, observation: dict, task: str = "") -> tuple[np.ndarray, float]:
+        """(chunk (chunk_size, action_dim) float32 in the dataset's units, seconds it took)."""
+        started = time.perf_counter()
+        batch = self.preprocessor(to_batch(observation, task))
+        chunk = self.policy.predict_action_chunk(batch)  # (1, chunk_size, action_dim), normalized
+        chunk = self.postprocessor(chunk)
+        return chunk[0].detach().cpu().numpy().astype(np.float32), time.perf_counter() - started

@@ -1,0 +1,35 @@
+"""Shared fixtures: a tiny recorded dataset and a tiny ACT checkpoint trained on it with lerobot-train."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+TINY_IMAGE = (48, 64)
+TINY_ACT = ["--policy.dim_model=32", "--policy.dim_feedforward=64", "--policy.n_heads=2",
+            "--policy.n_encoder_layers=1", "--policy.n_vae_encoder_layers=1", "--policy.latent_dim=8",
+            "--policy.chunk_size=20", "--policy.n_action_steps=10", "--batch_size=2", "--num_workers=0"]
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    from act_node.record import record
+    from act_node.tabletop.env import PickObjectEnv
+
+    root = tmp_path_factory.mktemp("data") / "act_node_pick"
+    env = PickObjectEnv(objects=2, image_size=TINY_IMAGE, target_source="truth", max_steps=150)
+    record(env, "local/act_node_pick", root, episodes=2)
+    env.close()
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
+    from act_node.training import train
+
+    out = tmp_path_factory.mktemp("train") / "run"
+    return train(tiny_dataset, "local/act_node_pick", out, steps=3, device="cpu", extra=TINY_ACT)

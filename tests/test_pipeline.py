@@ -1,0 +1,102 @@
+"""Record -> LeRobotDataset -> lerobot-train -> evaluate, on tiny data; and clear refusals."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import TINY_IMAGE
+
+from act_node.evaluate import EvalSettings, evaluate, wilson_interval
+from act_node.policy import CheckpointMismatch, ChunkPolicy, FeatureSpec
+from act_node.record import JOINT_FEATURE_NAMES
+
+
+def test_recorded_episodes_load_as_a_lerobot_dataset(tiny_dataset):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dataset = LeRobotDataset("local/act_node_pick", root=tiny_dataset, video_backend="pyav")
+    assert dataset.num_episodes == 2 and dataset.fps == 30
+    assert dataset.meta.info.codebase_version == "v3.0"
+    assert dataset.features["observation.state"]["names"] == JOINT_FEATURE_NAMES
+    frame = dataset[10]
+    assert tuple(frame["observation.images.front"].shape) == (3, *TINY_IMAGE)
+    assert tuple(frame["observation.images.wrist"].shape) == (3, *TINY_IMAGE)
+    assert frame["observation.state"].shape == (6,) and frame["action"].shape == (6,)
+    assert frame["task"].startswith("pick up the ")
+    # the action is the expert's joint target, in the same units as the state: within the joint ranges
+    actions = np.stack([dataset[i]["action"].numpy() for i in range(0, dataset.num_frames, 7)])
+    assert np.all(np.abs(actions[:, :5]) <= 165) and np.all((actions[:, 5] >= 0) & (actions[:, 5] <= 100))
+
+
+def test_the_checkpoint_answers_a_whole_chunk(tiny_checkpoint):
+    from act_node.tabletop.env import PickObjectEnv
+
+    policy = ChunkPolicy.load(tiny_checkpoint, expect=FeatureSpec(cameras={"front": TINY_IMAGE, "wrist": TINY_IMAGE}))
+    env = PickObjectEnv(objects=2, image_size=TINY_IMAGE)
+    observation, _ = env.reset(seed=5)
+    chunk, seconds = policy(observation, env.task)
+    env.close()
+    assert chunk.shape == (20, 6) and chunk.dtype == np.float32 and np.all(np.isfinite(chunk))
+    assert seconds > 0
+
+
+def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkpoint, tmp_path):
+    settings = EvalSettings(policy_path=str(tiny_checkpoint), episodes=2, objects=2, image_size=TINY_IMAGE,
+                            max_steps=25, videos=1, out=str(tmp_path / "eval"))
+    report = evaluate(settings)
+    saved = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert saved["episodes"] == report["episodes"] == 2
+    assert [e["seed"] for e in saved["per_episode"]] == [1000, 1001]
+    assert all(e["steps"] == 25 for e in saved["per_episode"])  # 3 training steps: no success, full length
+    assert saved["success_rate"] == 0.0 and saved["success_ci95"] == pytest.approx(list(wilson_interval(0, 2)))
+    assert saved["n_action_steps"] == 10
+    assert all(e["policy_calls"] == 3 for e in saved["per_episode"])  # 25 steps, 10 per chunk
+    assert (tmp_path / "eval" / "episode_seed1000.mp4").stat().st_size > 1000
+
+
+def test_wilson_interval_matches_known_values():
+    low, high = wilson_interval(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+
+
+def test_mismatched_checkpoint_is_refused_with_every_mismatch_listed(tiny_checkpoint):
+    with pytest.raises(CheckpointMismatch) as refused:
+        ChunkPolicy.load(tiny_checkpoint, expect=FeatureSpec(cameras={"front": (96, 128), "top": TINY_IMAGE},
+                                                             state_dim=7))
+    message = str(refused.value)
+    assert "observation.images.front: the checkpoint wants images (3, 48, 64)" in message
+    assert "fed (3, 96, 128)" in message
+    assert "the checkpoint wants camera 'observation.images.wrist', which is not fed" in message
+    assert "camera 'observation.images.top' is fed but the checkpoint has no such input" in message
+    assert "observation.state: the checkpoint wants shape (6,), fed (7,)" in message
+
+
+def test_eval_command_refuses_a_mismatch_without_a_traceback(tiny_checkpoint, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "act_node.cli", "eval", f"--policy.path={tiny_checkpoint}",
+                             "--cameras=front", "--height=48", "--width=64", "--episodes=1",
+                             f"--out={tmp_path}"], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "the checkpoint wants camera 'observation.images.wrist', which is not fed" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_folder_that_is_no_checkpoint_gets_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing config.json, model.safetensors"):
+        ChunkPolicy.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="checkpoint folder not found"):
+        ChunkPolicy.load(tmp_path / "nowhere")
+
+
+def test_lerobot_eval_runs_in_this_env(tiny_checkpoint, tmp_path):
+    out = tmp_path / "lerobot_eval"
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot.scripts.lerobot_eval", "--env.type=act_node_pick",
+         f"--policy.path={tiny_checkpoint}", "--env.observation_height=48", "--env.observation_width=64",
+         "--env.objects=2", "--env.episode_length=15", "--eval.n_episodes=1", "--eval.batch_size=1",
+         "--policy.device=cpu", f"--output_dir={out}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads((out / "eval_info.json").read_text())
+    assert info["overall"]["n_episodes"] == 1
