@@ -2,11 +2,11 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test setup lint results models
+.PHONY: demo test setup lint results models attention
 
 demo: setup
-	$(VENV)/bin/act-attention demo --out outputs/attention
-	$(VENV)/bin/act-sim video --seed 0 --out outputs/expert_seed0.mp4
+	$(VENV)/bin/act-sim launch policy:=expert episodes:=1 image_height:=240 image_width:=320 video_dir:=outputs/graph
+	@cat outputs/graph/episode1_seed0.json
 
 test: setup
 	$(PY) -m pytest -q
@@ -15,10 +15,13 @@ setup:
 	@bash scripts/setup.sh
 
 lint: setup
-	$(VENV)/bin/ruff check act_node tests bench
+	$(VENV)/bin/ruff check act_node tests bench plugins launch
 
 results: setup
 	$(VENV)/bin/act-attention results
 
 models: setup
 	$(VENV)/bin/act-attention models
+
+attention: setup
+	$(VENV)/bin/act-attention demo --out outputs/attention

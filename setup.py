@@ -46,6 +46,10 @@ setup(
         "console_scripts": [
             "act-attention = act_node.attention_cli:main",
             "act-sim = act_node.cli:main",
+            "act_sim_node = act_node.nodes.sim_node:main",
+            "act_policy_node = act_node.nodes.policy_node:main",
+            "act_selector_node = act_node.nodes.selector_node:main",
+            "act_expert_node = act_node.nodes.expert_node:main",
         ],
     },
 )

@@ -5,6 +5,9 @@
   act-sim record   expert episodes as a LeRobotDataset (v3.0) under a local root
   act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
+                   (--ros: through the ROS 2 graph instead of in-process)
+  act-sim launch   the ROS 2 node graph of launch/sim.launch.py, without the launch package:
+                   act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
 """
 
 from __future__ import annotations
@@ -122,6 +125,9 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
+    if args.ros:
+        eval_over_ros(args)
+        return
     from act_node.evaluate import EvalSettings, evaluate
     from act_node.policy import CheckpointMismatch
 
@@ -139,6 +145,89 @@ def cmd_eval(args: argparse.Namespace) -> None:
           f"mean reward {report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f} steps, "
           f"{report['mean_inference_s'] * 1000:.0f} ms a chunk")
     print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
+
+
+def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
+    """Start every node of the graph as a process; when the sim node exits, stop the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from act_node.nodes.graph import describe, ros_arguments
+
+    specs = describe(**arguments)
+    processes = []
+    for spec in reversed(specs):  # the sim last, so the others are listening when it starts
+        processes.append(subprocess.Popen([sys.executable, "-m", spec.module, *ros_arguments(spec)]))
+        time.sleep(0.5)
+    sim = processes[-1]
+    try:
+        code = sim.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        code = 124
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    failed = [f"{spec.name} (exit {p.returncode})" for spec, p in zip(reversed(specs), processes)
+              if p.returncode not in (0, -2, 130)]
+    if failed:
+        print(f"nodes that failed: {failed}")
+    return code
+
+
+def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
+    arguments = {}
+    for item in extra:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            raise SystemExit(f"act-sim launch: arguments are name:=value, got {item!r}")
+        arguments[name] = value
+    try:
+        code = run_graph(arguments, timeout_s=args.timeout)
+    except ValueError as error:
+        raise SystemExit(f"act-sim launch: {error}") from None
+    raise SystemExit(code)
+
+
+def eval_over_ros(args: argparse.Namespace) -> None:
+    import tempfile
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results_dir = Path(tempfile.mkdtemp(prefix="ros_eval_", dir=out))
+    code = run_graph({"policy": "act", "checkpoint": args.policy_path, "clock": "lockstep",
+                      "cameras": args.cameras, "image_height": str(args.height), "image_width": str(args.width),
+                      "objects": str(args.objects),
+                      "episodes": str(args.episodes), "first_seed": str(args.first_seed),
+                      "device": args.device, "video_dir": str(results_dir), "record_video": "false",
+                      "replan_every": str(args.n_action_steps or 0), "max_steps": str(args.max_steps),
+                      # in-process evaluation has no velocity bound: none here either, so the two agree
+                      "max_velocity": "1e9"})
+    episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
+    if code != 0 or len(episodes) != args.episodes:
+        raise SystemExit(f"act-sim eval --ros: the graph ended with code {code} after {len(episodes)} of "
+                         f"{args.episodes} episodes")
+    from act_node.evaluate import wilson_interval
+
+    successes = sum(e["success"] for e in episodes)
+    report = {"policy": args.policy_path, "transport": "ros", "episodes": len(episodes),
+              "success_rate": successes / len(episodes),
+              "success_ci95": list(wilson_interval(successes, len(episodes))),
+              "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
+              "mean_episode_length": float(np.mean([e["steps"] for e in episodes])), "per_episode": episodes}
+    (out / "report_ros.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(f"over ROS: success {report['success_rate']:.1%} over {len(episodes)} episodes, mean reward "
+          f"{report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f}; "
+          f"{out / 'report_ros.json'}")
 
 
 def add_env_arguments(parser: argparse.ArgumentParser, height: int = 240, width: int = 320) -> None:
@@ -196,7 +285,12 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
+    evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
     evaluate.set_defaults(run=cmd_eval)
+
+    launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
+    launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    launch.set_defaults(run=cmd_launch, passes_extra=True)
 
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "passes_extra", False):

@@ -1,10 +1,14 @@
 """Shared fixtures: a tiny recorded dataset and a tiny ACT checkpoint trained on it with lerobot-train."""
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)  # one domain per test run; +1, +2 for subprocesses
+os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -33,3 +37,27 @@ def tiny_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("train") / "run"
     return train(tiny_dataset, "local/act_node_pick", out, steps=3, device="cpu", extra=TINY_ACT)
+
+
+def wait_for(condition, seconds: float = 10.0) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture(scope="module")
+def ros():
+    """rclpy for one test module, its executor spinning in a thread; nodes are added by the tests."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    rclpy.init()
+    executor = SingleThreadedExecutor()
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield executor
+    executor.shutdown()
+    rclpy.try_shutdown()

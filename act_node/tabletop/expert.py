@@ -13,6 +13,7 @@ down to the grasp height, close, lift 8 cm while drawing the object toward a com
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,9 +58,94 @@ def smoothstep(s: float) -> float:
     return s * s * (3 - 2 * s)
 
 
+@dataclass(frozen=True)
+class Neighbour:
+    """Another object on the table: where it stands (table frame, metres) and how much room it takes."""
+
+    xy: np.ndarray
+    footprint_m: float
+
+
+def plan_pick(start: np.ndarray, target_xy: np.ndarray, kind: ObjectKind, yaw: float,
+              neighbours: list[Neighbour], fps: float) -> np.ndarray:
+    """The whole pick as joint targets (steps, 6) in LeRobot units, from the joints at `start` (6,)."""
+    start = np.asarray(start, dtype=np.float64)
+    # the jaw tips reach 2.5 cm past the tcp: low objects are taken with the tips just above the table
+    grasp_z = max(kind.grasp_height_m, JAW_BELOW_TCP_M + TIP_ABOVE_TABLE_M)
+    above_z = max(grasp_z + APPROACH_ABOVE_M, kind.height_m + JAW_BELOW_TCP_M + CLEAR_ABOVE_M)
+    open_cmd = gripper_opening_command(kind)
+    centre = table_to_arm(np.asarray(target_xy, dtype=np.float64))
+    tilt = _least_tilt(centre, (grasp_z, above_z), 0.0)
+    tcp, closing_yaw = max((_place_jaws(centre, closing, kind.width_m, grasp_z, open_cmd, tilt, neighbours)
+                            for closing in _closing_yaws(kind, yaw)), key=lambda option: option[2])[:2]
+    low_z = grasp_z
+    pull = float(np.clip(np.hypot(*tcp) - COMFORT_REACH_M, -LIFT_PULL_M, LIFT_PULL_M))
+    for _ in range(3):  # a leaning jaw's lower corner dips toward the table: go that much higher
+        grasp_z = low_z + JAW_HALF_WIDTH_M * math.sin(tilt)
+        tilt = max(tilt, _least_tilt(tcp, (grasp_z, above_z), closing_yaw),
+                   _least_tilt(_pulled(tcp, pull), (grasp_z + LIFT_M,), closing_yaw))
+
+    def pose(z: float, gripper: float, pull: float = 0.0) -> np.ndarray:
+        body = kinematics.top_down_ik(np.array([*_pulled(tcp, pull), z]), closing_yaw, tilt)
+        return np.append(so101.to_lerobot(np.append(body, so101.LOWER_RAD[so101.GRIPPER]))[:5], gripper)
+
+    def ramp(seconds: float) -> list[float]:
+        n = max(1, round(seconds * fps))
+        return [smoothstep(i / n) for i in range(1, n + 1)]
+
+    above, down = pose(above_z, open_cmd), pose(grasp_z, open_cmd)
+    steps = [start + s * (above - start) for s in ramp(SWING_S)]
+    steps += [pose(above_z + (grasp_z - above_z) * s, open_cmd) for s in ramp(DESCEND_S)]
+    steps += [np.append(down[:5], open_cmd + s * (CLOSED - open_cmd)) for s in ramp(CLOSE_S)]
+    steps += [np.append(down[:5], CLOSED)] * max(1, round(SETTLE_S * fps))
+    steps += [pose(grasp_z + LIFT_M * s, CLOSED, pull * s) for s in ramp(LIFT_S)]
+    return np.array(steps, dtype=np.float32)
+
+
+def _closing_yaws(kind: ObjectKind, yaw: float) -> list[float]:
+    """Closing directions (arm frame) that take an object of this kind standing at `yaw`, by its symmetry."""
+    across = yaw + math.pi / 2 - ARM_BASE_YAW  # across the object's narrow side
+    turns = kind.grasp_turns or ANY_DIRECTION_CANDIDATES
+    return [across + k * 2 * math.pi / turns for k in range(turns)]
+
+
+def _place_jaws(centre: np.ndarray, closing_yaw: float, width: float, grasp_z: float, open_cmd: float,
+                tilt: float, neighbours: list[Neighbour]) -> tuple[np.ndarray, float, float]:
+    """(tcp, closing yaw, clearance): the fixed jaw's face sits on the tcp, so the tcp goes beside the
+    object; clearance is how far the open jaws stay from the other objects (metres, arm frame).
+    A tool leaning outward by `tilt` swings the jaw faces toward the object where the closing axis
+    runs along the arm's reach, so the fixed jaw keeps that much more distance."""
+    tcp = centre.copy()
+    for _ in range(3):  # which side the fixed jaw ends up on depends on the solution's pan and roll
+        joints = kinematics.top_down_ik(np.array([*tcp, grasp_z]), closing_yaw, tilt)
+        side_yaw = kinematics.closing_axis_yaw(joints)
+        side = np.array([math.cos(side_yaw), math.sin(side_yaw)])
+        along_reach = abs(math.cos(side_yaw - joints[0]))
+        offset = width / 2 + FIXED_JAW_GAP_M + TILT_LEVER_M * math.sin(tilt) * along_reach
+        tcp = centre - offset * side
+    low, high = so101.LOWER_RAD[so101.GRIPPER], so101.UPPER_RAD[so101.GRIPPER]
+    gap = JAW_REACH_M * math.sin(low + open_cmd / 100 * (high - low))
+    jaw_ends = (tcp - JAW_THICKNESS_M * side, tcp + (gap + JAW_THICKNESS_M) * side)
+    clearance = min((_distance_to_segment(table_to_arm(n.xy), *jaw_ends) - n.footprint_m for n in neighbours),
+                    default=1.0)
+    return tcp, closing_yaw, clearance
+
+
+def _least_tilt(tcp: np.ndarray, heights: tuple[float, ...], closing_yaw: float) -> float:
+    """The smallest outward lean of the tool that keeps every pose of the plan in range."""
+    for tilt in TILTS_RAD:
+        try:
+            for z in heights:
+                kinematics.top_down_ik(np.array([*tcp, z]), closing_yaw, tilt)
+            return tilt
+        except kinematics.Unreachable:
+            continue
+    return kinematics.top_down_ik(np.array([*tcp, max(heights)]), closing_yaw, 0.0)  # raises
+
+
 class ScriptedExpert:
-    """Call `reset(observation)` after each env reset, then `act(observation)` each step
-    (or `chunk(observation, n)` for the next n actions)."""
+    """The planner as a policy over the env: `reset(observation)` after each env reset, then
+    `act(observation)` each step (or `chunk(observation, n)` for the next n actions)."""
 
     def __init__(self, env: PickObjectEnv):
         self.env = env.unwrapped
@@ -68,86 +154,12 @@ class ScriptedExpert:
         self.step = 0
 
     def reset(self, observation: dict) -> None:
-        target_xy = np.asarray(observation["environment_state"], dtype=np.float64)
-        start = np.asarray(observation["agent_pos"], dtype=np.float64)
-        kind = self.env.scene.target.kind
-        # the jaw tips reach 2.5 cm past the tcp: low objects are taken with the tips just above the table
-        grasp_z = max(kind.grasp_height_m, JAW_BELOW_TCP_M + TIP_ABOVE_TABLE_M)
-        above_z = max(grasp_z + APPROACH_ABOVE_M, kind.height_m + JAW_BELOW_TCP_M + CLEAR_ABOVE_M)
-        open_cmd = gripper_opening_command(kind)
-        centre = table_to_arm(target_xy)
-        tilt = self._least_tilt(centre, (grasp_z, above_z), 0.0)
-        tcp, closing_yaw = max((self._place_jaws(centre, yaw, kind.width_m, grasp_z, open_cmd, tilt)
-                                for yaw in self._closing_yaws()), key=lambda option: option[2])[:2]
-        low_z = grasp_z
-        pull = float(np.clip(np.hypot(*tcp) - COMFORT_REACH_M, -LIFT_PULL_M, LIFT_PULL_M))
-        for _ in range(3):  # a leaning jaw's lower corner dips toward the table: go that much higher
-            grasp_z = low_z + JAW_HALF_WIDTH_M * math.sin(tilt)
-            tilt = max(tilt, self._least_tilt(tcp, (grasp_z, above_z), closing_yaw),
-                       self._least_tilt(_pulled(tcp, pull), (grasp_z + LIFT_M,), closing_yaw))
-
-        def pose(z: float, gripper: float, pull: float = 0.0) -> np.ndarray:
-            body = kinematics.top_down_ik(np.array([*_pulled(tcp, pull), z]), closing_yaw, tilt)
-            return so101.to_lerobot(np.append(body, so101.LOWER_RAD[so101.GRIPPER]))[:5].tolist() + [gripper]
-
-        above = np.array(pose(above_z, open_cmd))
-        steps: list[np.ndarray] = []
-        steps += [start + smoothstep(i / self._n(SWING_S)) * (above - start) for i in range(1, self._n(SWING_S) + 1)]
-        steps += [np.array(pose(above_z + (grasp_z - above_z) * smoothstep(i / self._n(DESCEND_S)), open_cmd))
-                  for i in range(1, self._n(DESCEND_S) + 1)]
-        down = np.array(pose(grasp_z, open_cmd))
-        steps += [np.append(down[:5], open_cmd + smoothstep(i / self._n(CLOSE_S)) * (CLOSED - open_cmd))
-                  for i in range(1, self._n(CLOSE_S) + 1)]
-        steps += [np.append(down[:5], CLOSED)] * self._n(SETTLE_S)
-        steps += [np.array(pose(grasp_z + LIFT_M * smoothstep(i / self._n(LIFT_S)), CLOSED,
-                                pull * smoothstep(i / self._n(LIFT_S))))
-                  for i in range(1, self._n(LIFT_S) + 1)]
-        self.plan = np.array(steps)
+        scene = self.env.scene
+        _, yaw = self.env.world.object_pose(scene.target)
+        neighbours = [Neighbour(o.xy, o.kind.footprint_m) for o in scene.objects if o is not scene.target]
+        self.plan = plan_pick(observation["agent_pos"], observation["environment_state"], scene.target.kind, yaw,
+                              neighbours, self.fps)
         self.step = 0
-
-    def _closing_yaws(self) -> list[float]:
-        """Closing directions (arm frame) that take the requested object, by its symmetry."""
-        target = self.env.scene.target
-        _, yaw = self.env.world.object_pose(target)
-        across = yaw + math.pi / 2 - ARM_BASE_YAW  # across the object's narrow side
-        turns = target.kind.grasp_turns or ANY_DIRECTION_CANDIDATES
-        return [across + k * 2 * math.pi / turns for k in range(turns)]
-
-    def _place_jaws(self, centre: np.ndarray, closing_yaw: float, width: float, grasp_z: float,
-                    open_cmd: float, tilt: float) -> tuple[np.ndarray, float, float]:
-        """(tcp, closing yaw, clearance): the fixed jaw's face sits on the tcp, so the tcp goes beside the
-        object; clearance is how far the open jaws stay from the other objects (metres, arm frame).
-        A tool leaning outward by `tilt` swings the jaw faces toward the object where the closing axis
-        runs along the arm's reach, so the fixed jaw keeps that much more distance."""
-        tcp = centre.copy()
-        for _ in range(3):  # which side the fixed jaw ends up on depends on the solution's pan and roll
-            joints = kinematics.top_down_ik(np.array([*tcp, grasp_z]), closing_yaw, tilt)
-            side_yaw = kinematics.closing_axis_yaw(joints)
-            side = np.array([math.cos(side_yaw), math.sin(side_yaw)])
-            along_reach = abs(math.cos(side_yaw - joints[0]))
-            offset = width / 2 + FIXED_JAW_GAP_M + TILT_LEVER_M * math.sin(tilt) * along_reach
-            tcp = centre - offset * side
-        low, high = so101.LOWER_RAD[so101.GRIPPER], so101.UPPER_RAD[so101.GRIPPER]
-        gap = JAW_REACH_M * math.sin(low + open_cmd / 100 * (high - low))
-        jaw_ends = (tcp - JAW_THICKNESS_M * side, tcp + (gap + JAW_THICKNESS_M) * side)
-        clearance = min((_distance_to_segment(table_to_arm(other.xy), *jaw_ends) - other.kind.footprint_m
-                         for other in self.env.scene.objects if other is not self.env.scene.target), default=1.0)
-        return tcp, closing_yaw, clearance
-
-    @staticmethod
-    def _least_tilt(tcp: np.ndarray, heights: tuple[float, ...], closing_yaw: float) -> float:
-        """The smallest outward lean of the tool that keeps every pose of the plan in range."""
-        for tilt in TILTS_RAD:
-            try:
-                for z in heights:
-                    kinematics.top_down_ik(np.array([*tcp, z]), closing_yaw, tilt)
-                return tilt
-            except kinematics.Unreachable:
-                continue
-        return kinematics.top_down_ik(np.array([*tcp, max(heights)]), closing_yaw, 0.0)  # raises
-
-    def _n(self, seconds: float) -> int:
-        return max(1, round(seconds * self.fps))
 
     def act(self, observation: dict) -> np.ndarray:
         """The next action (6,) float32; after the plan ends, hold its last pose."""
@@ -157,14 +169,19 @@ class ScriptedExpert:
 
     def chunk(self, observation: dict, size: int) -> np.ndarray:
         """The next `size` actions (size, 6) from the current step, without advancing."""
-        if self.plan is None:
-            raise RuntimeError("call reset(observation) after the env's reset")
-        index = np.minimum(np.arange(self.step, self.step + size), len(self.plan) - 1)
-        return self.plan[index].astype(np.float32)
+        return plan_window(self.plan, self.step, size)
 
     @property
     def plan_steps(self) -> int:
         return 0 if self.plan is None else len(self.plan)
+
+
+def plan_window(plan: np.ndarray | None, step: int, size: int) -> np.ndarray:
+    """Actions `step` .. `step + size - 1` of a plan (size, 6), holding its last pose past the end."""
+    if plan is None:
+        raise RuntimeError("no plan yet: plan the pick after the episode starts")
+    index = np.minimum(np.arange(step, step + size), len(plan) - 1)
+    return plan[index].astype(np.float32)
 
 
 def _pulled(tcp: np.ndarray, distance: float) -> np.ndarray:

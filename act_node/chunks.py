@@ -1,0 +1,143 @@
+"""Executing action chunks: a time-indexed queue, latency alignment, merge rules and safety limits.
+
+A chunk answers one observation: step k is meant for the observation's time + k / fps. The executor
+keeps one slot per control tick (tick = round(time * fps)). When a chunk arrives, steps whose time has
+passed are dropped (latency alignment) and the rest merge with what is queued:
+
+  replace    the new chunk's steps replace the queued ones from its first step on
+  average    queued and new steps are averaged with weight `new_weight` on the new one
+  ensemble   ACT's temporal ensembling: every prediction for a tick is kept in a weighted mean, the
+             i-th prediction for that tick weighted exp(-coeff * i) (older predictions count more)
+
+Before a command leaves: hold the last command when the newest chunk is older than `stale_after_s`
+or no step is queued for this tick, clamp to the joint ranges, and bound each joint's change per tick
+by `max_velocity` / fps. Units are the caller's (radians on ROS topics).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MERGE_RULES = ("replace", "average", "ensemble")
+
+
+@dataclass
+class Chunk:
+    """Actions (steps, joints) for the ticks starting at `stamp_s` (seconds, the observation's time)."""
+
+    stamp_s: float
+    actions: np.ndarray
+
+
+@dataclass
+class Command:
+    """What the executor sends this tick, and why."""
+
+    positions: np.ndarray
+    held: bool  # no usable step: the previous command is repeated
+    reason: str = ""  # "", "no step queued", "chunk stale"
+    clamped: int = 0  # joints pulled back into range or under the velocity bound
+
+
+@dataclass
+class _Slot:
+    weighted_sum: np.ndarray
+    weight: float
+    count: int = 1
+
+
+@dataclass
+class ChunkExecutor:
+    fps: float
+    lower: np.ndarray
+    upper: np.ndarray
+    max_velocity: np.ndarray | float
+    merge: str = "replace"
+    new_weight: float = 0.5
+    ensemble_coeff: float = 0.01
+    stale_after_s: float = 1.0
+    _slots: dict[int, _Slot] = field(default_factory=dict, init=False)
+    _newest_stamp_s: float = field(default=-math.inf, init=False)
+    _last: np.ndarray | None = field(default=None, init=False)
+
+    def __post_init__(self):
+        if self.merge not in MERGE_RULES:
+            raise ValueError(f"merge rule must be one of {MERGE_RULES}, got {self.merge!r}")
+        if self.fps <= 0:
+            raise ValueError(f"fps must be positive, got {self.fps}")
+        if not 0.0 < self.new_weight <= 1.0:
+            raise ValueError(f"new_weight must be in (0, 1], got {self.new_weight}")
+        self.lower, self.upper = np.asarray(self.lower, float), np.asarray(self.upper, float)
+        self.max_velocity = np.broadcast_to(np.asarray(self.max_velocity, float), self.lower.shape).copy()
+
+    def tick(self, time_s: float) -> int:
+        return int(round(time_s * self.fps))
+
+    def reset(self, positions: np.ndarray | None = None) -> None:
+        """Forget every queued step; hold `positions` until a chunk arrives."""
+        self._slots.clear()
+        self._newest_stamp_s = -math.inf
+        self._last = None if positions is None else np.asarray(positions, float).copy()
+
+    @property
+    def newest_stamp_s(self) -> float:
+        return self._newest_stamp_s
+
+    def queued_ticks(self) -> list[int]:
+        return sorted(self._slots)
+
+    def has_step(self, time_s: float) -> bool:
+        return self.tick(time_s) in self._slots
+
+    def add(self, chunk: Chunk, now_s: float) -> int:
+        """Merge a chunk; returns how many of its steps were dropped as already past."""
+        actions = np.asarray(chunk.actions, float)
+        if actions.ndim != 2 or actions.shape[0] == 0 or actions.shape[1] != self.lower.shape[0]:
+            raise ValueError(f"chunk must be (steps >= 1, {self.lower.shape[0]}), got {actions.shape}")
+        if not np.all(np.isfinite(actions)):
+            raise ValueError("chunk holds NaN or inf")
+        first, now = self.tick(chunk.stamp_s), self.tick(now_s)
+        skip = max(0, now - first)
+        if self.merge == "replace":
+            for tick in [t for t in self._slots if t >= first + skip]:
+                del self._slots[tick]
+        for k in range(skip, len(actions)):
+            tick, action = first + k, actions[k]
+            slot = self._slots.get(tick)
+            if slot is None or self.merge == "replace":
+                self._slots[tick] = _Slot(action.copy(), 1.0)
+            elif self.merge == "average":
+                current = slot.weighted_sum / slot.weight
+                self._slots[tick] = _Slot((1 - self.new_weight) * current + self.new_weight * action, 1.0)
+            else:  # ensemble: the c-th prediction for this tick weighs exp(-coeff * c)
+                weight = math.exp(-self.ensemble_coeff * slot.count)
+                slot.weighted_sum = slot.weighted_sum + weight * action
+                slot.weight += weight
+                slot.count += 1
+        self._newest_stamp_s = max(self._newest_stamp_s, chunk.stamp_s)
+        for tick in [t for t in self._slots if t < now]:
+            del self._slots[tick]
+        return min(skip, len(actions))
+
+    def next_command(self, now_s: float, measured: np.ndarray) -> Command:
+        """The command for the tick at `now_s`; `measured` joint positions seed the hold at the start."""
+        if self._last is None:
+            self._last = np.asarray(measured, float).copy()
+        tick = self.tick(now_s)
+        for old in [t for t in self._slots if t < tick]:
+            del self._slots[old]
+        slot = self._slots.pop(tick, None)
+        if now_s - self._newest_stamp_s > self.stale_after_s:
+            return Command(self._last.copy(), True, "chunk stale")
+        if slot is None:
+            return Command(self._last.copy(), True, "no step queued")
+        wanted = slot.weighted_sum / slot.weight
+        limited = np.clip(wanted, self.lower, self.upper)
+        step = self.max_velocity / self.fps
+        limited = np.clip(limited, self._last - step, self._last + step)
+        clamped = int(np.count_nonzero(~np.isclose(limited, wanted)))
+        self._last = limited
+        return Command(limited.copy(), False, "", clamped)

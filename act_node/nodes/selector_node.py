@@ -1,0 +1,131 @@
+"""Selector node: a requested kind + the objects on the table -> the target point, or "not on the table".
+
+Requests come from /target/request (a kind) or from an episode's task (/episode/start). On each new
+request or scene it publishes /target/point (PointStamped in `table`, stamped with the scene) when the
+kind is there, and always /target/status (found / absent / error, as text) and the attention weights as
+RViz markers on /target/attention: a line from the table's near edge to each object, as thick as its
+weight, and a sphere at the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import rclpy
+from geometry_msgs.msg import Point, PointStamped
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import ColorRGBA, Header, String
+from visualization_msgs.msg import Marker, MarkerArray
+
+from act_node.nodes.messages import MessageError, header, point_message, scene_objects, seconds_of
+from act_node.selector import Selector
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+ANCHOR = Point(x=0.5, y=0.0, z=0.02)  # where the attention lines start: the table's near edge
+MAX_LINE_M = 0.02  # line width for a weight of 1
+
+
+class SelectorNode(Node):
+    def __init__(self, **node_options):
+        super().__init__("act_selector", **node_options)  # e.g. parameter_overrides, for tests
+        self.declare_parameter("model", "")  # a selector folder; default: the package's models/selector_lookup
+        model = self.get_parameter("model").value
+        self.selector = Selector.load(model or None)
+        self.request: str | None = None
+        self.scene: tuple[float, list] | None = None
+        self.episode_s = float("-inf")
+        self.point_pub = self.create_publisher(PointStamped, "/target/point", LATCHED)
+        self.status_pub = self.create_publisher(String, "/target/status", LATCHED)
+        self.marker_pub = self.create_publisher(MarkerArray, "/target/attention", LATCHED)
+        self.create_subscription(String, "/target/request", self.on_request, RELIABLE)
+        self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)
+        self.create_subscription(MarkerArray, "/scene/objects", self.on_scene, LATCHED)
+
+    def on_request(self, message: String) -> None:
+        self.request = message.data.strip()
+        self.answer()
+
+    def on_episode(self, message: Header) -> None:
+        try:
+            task = json.loads(message.frame_id).get("task", "")
+        except json.JSONDecodeError:
+            self.get_logger().error(f"episode start without a JSON task: {message.frame_id!r}")
+            return
+        if task.startswith("pick up the "):
+            self.request = task.removeprefix("pick up the ")
+            self.episode_s = seconds_of(message.stamp)
+            self.answer()
+
+    def on_scene(self, message: MarkerArray) -> None:
+        try:
+            objects = scene_objects(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped scene: {error}")
+            return
+        stamp = max((seconds_of(m.header.stamp) for m in message.markers), default=0.0)
+        self.scene = (stamp, objects)
+        self.answer()
+
+    def answer(self) -> None:
+        if self.request is None or self.scene is None or self.scene[0] < self.episode_s:
+            return  # the scene of this episode is not in yet
+        stamp, objects = self.scene
+        try:
+            choice = self.selector.select([(kind, x, y) for kind, x, y, _ in objects], self.request)
+        except ValueError as error:
+            self.status_pub.publish(String(data=f"error: {error}"))
+            self.get_logger().error(f"cannot answer {self.request!r}: {error}")
+            return
+        self.marker_pub.publish(self.attention_markers(objects, choice, stamp))
+        if not choice.found:
+            self.status_pub.publish(String(data=f"absent: no {self.request} on the table"))
+            self.get_logger().warn(f"no {self.request} on the table (best score {choice.score:.2f} < "
+                                   f"{choice.threshold:.2f})")
+            return
+        self.point_pub.publish(point_message(choice.target_xy, stamp))
+        self.status_pub.publish(String(data=f"found: {self.request} at ({choice.target_xy[0]:.3f}, "
+                                            f"{choice.target_xy[1]:.3f}) m"))
+
+    def attention_markers(self, objects, choice, stamp: float) -> MarkerArray:
+        markers = [Marker(header=header(stamp, "table"), ns="attention", action=Marker.DELETEALL)]
+        for index, ((kind, x, y, _), weight) in enumerate(zip(objects, choice.weights)):
+            line = Marker(header=header(stamp, "table"), ns="attention", id=index + 1, type=Marker.LINE_STRIP,
+                          action=Marker.ADD, text=kind, points=[ANCHOR, Point(x=x, y=y, z=0.02)])
+            line.scale.x = max(MAX_LINE_M * float(weight), 0.001)
+            line.color = ColorRGBA(r=0.82, g=0.29, b=0.36, a=0.9)
+            line.pose.orientation.w = 1.0
+            markers.append(line)
+        if choice.found:
+            dot = Marker(header=header(stamp, "table"), ns="attention", id=0, type=Marker.SPHERE,
+                         action=Marker.ADD, text=f"{self.request} (answer)")
+            dot.pose.position = Point(x=choice.target_xy[0], y=choice.target_xy[1], z=0.02)
+            dot.pose.orientation.w = 1.0
+            dot.scale.x = dot.scale.y = dot.scale.z = 0.02
+            dot.color = ColorRGBA(r=0.12, g=0.44, b=0.92, a=1.0)
+            markers.append(dot)
+        return MarkerArray(markers=markers)
+
+
+def main(args: list[str] | None = None) -> None:
+    rclpy.init(args=args)
+    try:
+        node = SelectorNode()
+    except (FileNotFoundError, ValueError) as error:
+        print(f"act_selector_node: refusing to start: {error}", file=sys.stderr)
+        rclpy.try_shutdown()
+        sys.exit(2)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

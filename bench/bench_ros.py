@@ -1,0 +1,169 @@
+"""ROS 2 graph speed, measured side by side in one run (rclpy over Fast DDS on loopback).
+
+  request-to-chunk     observation published -> chunk received from the policy node, against
+                       act_node.policy called directly on the same observation (ratio, goal 1.05 + transport)
+  image transport      a 480x640 rgb8 Image published -> received in another node (p50, p90), against a
+                       plain numpy copy of the frame
+  sim realtime factor  sim seconds per wall second of the sim node in realtime mode, two cameras 240x320
+
+Untrained weights, LeRobot's documented-size ACT for this task (bench_policy.DOCUMENTED).
+Run: .venv/bin/python bench/bench_ros.py [--repeat 20]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+
+import rclpy  # noqa: E402
+from bench_policy import DOCUMENTED, make_checkpoint  # noqa: E402
+from rclpy.executors import MultiThreadedExecutor  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_msgs.msg import Header  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from act_node import so101  # noqa: E402
+from act_node.nodes import messages  # noqa: E402
+from act_node.policy import ChunkPolicy  # noqa: E402
+from act_node.record import record  # noqa: E402
+from act_node.tabletop.env import PickObjectEnv  # noqa: E402
+from act_node.training import TRAIN_IMAGE_SIZE  # noqa: E402
+
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int) -> None:
+    from act_node.nodes.policy_node import PolicyNode
+
+    node = PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(checkpoint)),
+                                           Parameter("replan_every", value=1)])
+    probe = Node("bench_probe")
+    arrived: dict[float, float] = {}
+    probe.create_subscription(JointTrajectory, "/act/action_chunk",
+                              lambda m: arrived.setdefault(round(messages.seconds_of(m.header.stamp), 6),
+                                                           time.perf_counter()),
+                              RELIABLE)
+    images = {c: probe.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
+              for c in ("front", "wrist")}
+    joints = probe.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+    start = probe.create_publisher(Header, "/episode/start", LATCHED)
+    target = probe.create_publisher(messages.PointStamped, "/target/point", LATCHED)
+    executor.add_node(node)
+    executor.add_node(probe)
+    time.sleep(1.0)
+    start.publish(Header(stamp=messages.to_time(0.0), frame_id=json.dumps({"task": env.task})))
+    observation, _ = env.reset(seed=3)
+    target.publish(messages.point_message(tuple(observation["environment_state"]), 0.0))
+    time.sleep(0.5)
+    direct = ChunkPolicy.load(checkpoint)
+    over_ros, called = [], []
+    for k in range(repeat + 1):
+        stamp = round(1.0 + k / 30, 6)
+        sent = time.perf_counter()
+        for camera, publisher in images.items():
+            publisher.publish(messages.image_message(observation["pixels"][camera], stamp, camera))
+        joints.publish(messages.joint_state_message(so101.from_lerobot(observation["agent_pos"]), np.zeros(6), stamp))
+        while stamp not in arrived and time.perf_counter() - sent < 10:
+            time.sleep(0.0005)
+        if k:  # the first is a warm-up
+            over_ros.append(arrived[stamp] - sent)
+            began = time.perf_counter()
+            direct(observation, env.task)
+            called.append(time.perf_counter() - began)
+    ros_ms, direct_ms = statistics.median(over_ros) * 1000, statistics.median(called) * 1000
+    print(f"request-to-chunk over ROS: p50 {ros_ms:.1f} ms, p90 {percentile(over_ros, 90) * 1000:.1f} ms; "
+          f"policy.py direct p50 {direct_ms:.1f} ms; ratio {ros_ms / direct_ms:.3f} "
+          f"(transport and matching {ros_ms - direct_ms:.1f} ms)")
+    executor.remove_node(node)
+    executor.remove_node(probe)
+
+
+def image_transport(executor, repeat: int) -> None:
+    sender, receiver = Node("bench_sender"), Node("bench_receiver")
+    publisher = sender.create_publisher(Image, "/bench/image", RELIABLE)
+    received: dict[float, float] = {}
+    receiver.create_subscription(Image, "/bench/image",
+                                 lambda m: received.setdefault(messages.seconds_of(m.header.stamp),
+                                                               time.perf_counter()), RELIABLE)
+    executor.add_node(sender)
+    executor.add_node(receiver)
+    time.sleep(1.0)
+    frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
+    transport, copies = [], []
+    for k in range(repeat + 1):
+        stamp = float(k)
+        sent = time.perf_counter()
+        publisher.publish(messages.image_message(frame, stamp, "camera"))
+        while stamp not in received and time.perf_counter() - sent < 5:
+            time.sleep(0.0002)
+        if k and stamp in received:
+            transport.append(received[stamp] - sent)
+            began = time.perf_counter()
+            np.copy(frame)
+            copies.append(time.perf_counter() - began)
+    print(f"image 480x640 rgb8 over ROS: p50 {percentile(transport, 50) * 1000:.2f} ms, "
+          f"p90 {percentile(transport, 90) * 1000:.2f} ms; plain copy p50 {percentile(copies, 50) * 1000:.3f} ms, "
+          f"p90 {percentile(copies, 90) * 1000:.3f} ms")
+    executor.remove_node(sender)
+    executor.remove_node(receiver)
+
+
+def realtime_factor(executor, seconds: float) -> None:
+    from act_node.nodes.sim_node import SimNode
+
+    sim = SimNode(parameter_overrides=[Parameter("clock", value="realtime"), Parameter("image_height", value=240),
+                                       Parameter("image_width", value=320)])
+    executor.add_node(sim)
+    time.sleep(1.0)
+    tick, began = sim.tick, time.perf_counter()
+    time.sleep(seconds)
+    factor = (sim.tick - tick) / sim.fps / (time.perf_counter() - began)
+    print(f"sim node realtime factor, 2 cameras 240x320 at 30 fps: {factor:.2f}")
+    executor.remove_node(sim)
+    sim.env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    rclpy.init()
+    executor = MultiThreadedExecutor(num_threads=4)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    with tempfile.TemporaryDirectory() as scratch:
+        env = PickObjectEnv(objects=4, image_size=TRAIN_IMAGE_SIZE)
+        record(env, "local/bench", Path(scratch) / "data", episodes=1)
+        dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
+        checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
+        request_to_chunk(executor, checkpoint, env, args.repeat)
+        env.close()
+    image_transport(executor, args.repeat * 5)
+    realtime_factor(executor, args.seconds)
+    executor.shutdown()
+    rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

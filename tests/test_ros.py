@@ -1,0 +1,178 @@
+"""The ROS 2 graph over real rclpy and Fast DDS on loopback: one ROS_DOMAIN_ID per test run."""
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from conftest import TINY_IMAGE, wait_for  # noqa: E402
+from geometry_msgs.msg import PointStamped  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_msgs.msg import Header  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from act_node import so101  # noqa: E402
+from act_node.nodes import messages  # noqa: E402
+from act_node.nodes.graph import describe, ros_arguments  # noqa: E402
+
+STAMPS = itertools.count(start=11.0, step=0.5)  # observation times, always later than the last
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class Probe(Node):
+    """Publishes what a camera driver, an arm driver and the selector would, and collects chunks."""
+
+    def __init__(self):
+        super().__init__("probe")
+        self.images = {c: self.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
+                       for c in ("front", "wrist")}
+        self.joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+        self.target = self.create_publisher(PointStamped, "/target/point", LATCHED)
+        self.start = self.create_publisher(Header, "/episode/start", LATCHED)
+        self.chunks: list[JointTrajectory] = []
+        self.create_subscription(JointTrajectory, "/act/action_chunk", self.chunks.append, RELIABLE)
+
+    def observe(self, stamp: float, encoding="rgb8", size=TINY_IMAGE, joints=None, names=so101.JOINT_NAMES):
+        for camera, publisher in self.images.items():
+            image = messages.image_message(np.full((*size, 3), 90, np.uint8), stamp, f"{camera}_optical")
+            image.encoding = encoding
+            publisher.publish(image)
+        positions = np.zeros(6) if joints is None else joints
+        state = messages.joint_state_message(positions, np.zeros(6), stamp)
+        state.name = list(names)
+        self.joints.publish(state)
+
+
+def make_policy_node(checkpoint):
+    from rclpy.parameter import Parameter
+
+    from act_node.nodes.policy_node import PolicyNode
+
+    return PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(checkpoint)),
+                                           Parameter("replan_every", value=1)])
+
+
+@pytest.fixture(scope="module")
+def policy(ros, tiny_checkpoint):
+    node = make_policy_node(tiny_checkpoint)
+    probe = Probe()
+    ros.add_node(node)
+    ros.add_node(probe)
+    wait_for(lambda: probe.count_subscribers("/joint_states") > 0 and probe.count_publishers("/act/action_chunk") > 0)
+    time.sleep(0.5)
+    probe.start.publish(Header(stamp=messages.to_time(10.0), frame_id=json.dumps({"task": "pick up the cup"})))
+    probe.target.publish(messages.point_message((0.5, 0.25), 10.0))
+    assert wait_for(lambda: node.episode_start_s == 10.0 and node.target is not None)
+    yield node, probe
+    ros.remove_node(node)
+    ros.remove_node(probe)
+
+
+def test_a_chunk_arrives_with_names_points_spacing_and_stamp(policy):
+    node, probe = policy
+    probe.chunks.clear()
+    probe.observe(10.5)
+    assert wait_for(lambda: probe.chunks), "no chunk"
+    chunk = probe.chunks[-1]
+    assert list(chunk.joint_names) == list(so101.JOINT_NAMES)
+    assert len(chunk.points) == node.policy.chunk_size == 20
+    times = [p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in chunk.points]
+    assert times == pytest.approx([k / 30 for k in range(20)], abs=1e-6)
+    assert messages.seconds_of(chunk.header.stamp) == pytest.approx(10.5)
+    stamp, actions = messages.chunk_actions(chunk, 30)
+    assert actions.shape == (20, 6) and np.all(np.isfinite(actions))
+
+
+@pytest.mark.parametrize("bad", [
+    dict(encoding="mono8"), dict(encoding="yuv422"), dict(size=(24, 32)),
+    dict(joints=np.array([0, 0, math.nan, 0, 0, 0.0])),
+    dict(names=("a", "b", "c", "d", "e", "f")),
+    dict(names=so101.JOINT_NAMES[:5] + ("thumb",)),
+])
+def test_bad_input_leaves_the_node_running_and_publishes_nothing_built_on_it(policy, bad):
+    node, probe = policy
+    probe.chunks.clear()
+    stamp = next(STAMPS)
+    probe.observe(stamp, **bad)
+    time.sleep(0.6)
+    assert not probe.chunks, f"a chunk was built on {bad}"
+    probe.observe(stamp + 0.05)  # the same node still answers a good observation
+    assert wait_for(lambda: probe.chunks)
+    assert messages.seconds_of(probe.chunks[-1].header.stamp) == pytest.approx(stamp + 0.05)
+
+
+def test_a_mismatched_checkpoint_is_refused_at_start(tiny_checkpoint):
+    result = subprocess.run([sys.executable, "-m", "act_node.nodes.policy_node", "--ros-args", "-p",
+                             f"checkpoint:={tiny_checkpoint}", "-p", "cameras:=[front,top]"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "refusing to start" in result.stderr
+    assert "the checkpoint wants camera 'observation.images.wrist', which is not fed" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_chunk_messages_are_refused_when_empty_non_monotonic_or_unnamed():
+    good = messages.chunk_message(np.zeros((3, 6)), 1.0, 30)
+    stamp, actions = messages.chunk_actions(good, 30)
+    assert stamp == pytest.approx(1.0) and actions.shape == (3, 6)
+    empty = messages.chunk_message(np.zeros((0, 6)), 1.0, 30)
+    with pytest.raises(messages.MessageError, match="no points"):
+        messages.chunk_actions(empty, 30)
+    backwards = messages.chunk_message(np.zeros((3, 6)), 1.0, 30)
+    backwards.points[2].time_from_start = messages.to_duration(0.0)
+    with pytest.raises(messages.MessageError, match="not strictly increasing"):
+        messages.chunk_actions(backwards, 30)
+    renamed = messages.chunk_message(np.zeros((3, 6)), 1.0, 30, names=tuple("abcdef"))
+    with pytest.raises(messages.MessageError, match="lacks joints"):
+        messages.chunk_actions(renamed, 30)
+
+
+def test_the_graph_description_feeds_both_launchers():
+    nodes = describe(policy="expert")
+    assert [n.name for n in nodes] == ["act_sim", "act_selector", "act_expert"]
+    arguments = ros_arguments(nodes[0])
+    assert arguments[:3] == ["--ros-args", "-r", "__node:=act_sim"]
+    assert "cameras:=[front,wrist]" in arguments and "clock:=lockstep" in arguments
+    with pytest.raises(ValueError, match="policy:=act needs checkpoint"):
+        describe(policy="act")
+    with pytest.raises(ValueError, match="unknown launch arguments"):
+        describe(polcy="act")
+    launch_file = (__import__("pathlib").Path(__file__).parents[1] / "launch" / "sim.launch.py").read_text()
+    compile(launch_file, "sim.launch.py", "exec")
+    assert "describe(**values)" in launch_file
+
+
+def test_the_expert_graph_runs_an_episode_headless(tmp_path):
+    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1)}
+    result = subprocess.run([sys.executable, "-m", "act_node.cli", "launch", "--timeout", "240", "policy:=expert",
+                             "episodes:=1", "image_height:=48", "image_width:=64", f"video_dir:={tmp_path}"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    outcome = json.loads((tmp_path / "episode1_seed0.json").read_text())
+    assert outcome["success"] and outcome["held_ticks"] == 0
+    assert (tmp_path / "episode1_seed0.mp4").stat().st_size > 1000
+
+
+def test_ros_and_in_process_evaluation_agree(tiny_checkpoint, tmp_path):
+    from act_node.evaluate import EvalSettings, evaluate
+
+    settings = EvalSettings(policy_path=str(tiny_checkpoint), episodes=2, objects=2, image_size=TINY_IMAGE,
+                            max_steps=30, videos=0, out=str(tmp_path / "local"))
+    local = evaluate(settings)
+    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 2)}
+    result = subprocess.run([sys.executable, "-m", "act_node.cli", "eval", "--ros", f"--policy.path={tiny_checkpoint}",
+                             "--episodes=2", "--objects=2", "--height=48", "--width=64", "--max-steps=30",
+                             f"--out={tmp_path / 'ros'}"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    over_ros = json.loads((tmp_path / "ros" / "report_ros.json").read_text())
+    for a, b in zip(local["per_episode"], over_ros["per_episode"]):
+        assert (a["seed"], a["success"], a["steps"]) == (b["seed"], b["success"], b["steps"])
+        assert a["sum_reward"] == pytest.approx(b["sum_reward"], abs=1e-3)

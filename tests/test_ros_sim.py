@@ -1,0 +1,90 @@
+"""The sim and selector nodes over real rclpy: holds, refused chunks, absent and unknown kinds."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from conftest import wait_for
+from geometry_msgs.msg import PointStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+from trajectory_msgs.msg import JointTrajectory
+
+from act_node.nodes import messages
+
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+@pytest.fixture
+def sim(ros, tmp_path):
+    from rclpy.parameter import Parameter
+
+    from act_node.nodes.sim_node import SimNode
+
+    node = SimNode(parameter_overrides=[
+        Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
+        Parameter("lockstep_timeout_s", value=0.2), Parameter("replan_every", value=10),
+        Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)])
+    ros.add_node(node)
+    yield node
+    ros.remove_node(node)
+    node.env.close()
+    node.destroy_node()
+
+
+def test_a_stalled_policy_makes_the_sim_hold(sim):
+    start = sim.env.world.joint_positions()
+    assert wait_for(lambda: sim.held_ticks >= 3, seconds=5.0)
+    assert np.abs(sim.env.world.joint_positions() - start).max() < math.radians(2.0)
+
+
+def test_bad_chunks_reach_nothing_in_the_sim(sim, ros):
+    sender = Node("chunk_sender")
+    publisher = sender.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
+    ros.add_node(sender)
+    wait_for(lambda: sender.count_subscribers("/act/action_chunk") > 0)
+    empty = messages.chunk_message(np.zeros((0, 6)), sim.now_s, 30)
+    backwards = messages.chunk_message(np.zeros((4, 6)), sim.now_s, 30)
+    backwards.points[3].time_from_start = messages.to_duration(0.01)
+    unknown = messages.chunk_message(np.zeros((4, 6)), sim.now_s, 30, names=tuple("abcdef"))
+    nan = messages.chunk_message(np.full((4, 6), math.nan), sim.now_s, 30)
+    for bad in (empty, backwards, unknown, nan):
+        publisher.publish(bad)
+    time.sleep(0.5)
+    assert sim.executor_.queued_ticks() == [] and sim.executor_.newest_stamp_s == -math.inf
+    ros.remove_node(sender)
+    sender.destroy_node()
+
+
+def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
+    from act_node.nodes.selector_node import SelectorNode
+
+    node, probe = SelectorNode(), Node("selector_probe")
+    statuses, points = [], []
+    probe.create_subscription(String, "/target/status", lambda m: statuses.append(m.data), LATCHED)
+    probe.create_subscription(PointStamped, "/target/point", points.append, LATCHED)
+    scene = probe.create_publisher(messages.MarkerArray, "/scene/objects", LATCHED)
+    request = probe.create_publisher(String, "/target/request", RELIABLE)
+    ros.add_node(node)
+    ros.add_node(probe)
+    wait_for(lambda: probe.count_subscribers("/target/request") > 0)
+    scene.publish(messages.scene_markers([("cup", 0.4, 0.3, 0.0, 0.06, 0.03), ("pen", 0.6, 0.2, 1.0, 0.015, 0.06)],
+                                         5.0, 1))
+    time.sleep(0.3)
+    request.publish(String(data="cup"))
+    assert wait_for(lambda: points and statuses and statuses[-1].startswith("found"))
+    assert (points[-1].point.x, points[-1].point.y) == pytest.approx((0.4, 0.3), abs=0.01)
+    found = len(points)
+    request.publish(String(data="ball"))
+    assert wait_for(lambda: statuses[-1] == "absent: no ball on the table")
+    request.publish(String(data="plate"))
+    assert wait_for(lambda: statuses[-1].startswith("error: unknown object kind 'plate'"))
+    time.sleep(0.3)
+    assert len(points) == found, "a point was published for an absent or unknown kind"
+    ros.remove_node(node)
+    ros.remove_node(probe)
+
+
