@@ -31,8 +31,7 @@ def sim(ros, tmp_path):
     ros.add_node(node)
     yield node
     ros.remove_node(node)
-    node.env.close()
-    node.destroy_node()
+    node.destroy_node()  # closes the env too
 
 
 def test_a_stalled_policy_makes_the_sim_hold(sim):

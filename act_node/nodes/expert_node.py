@@ -9,12 +9,8 @@ chunks of that plan on /act/action_chunk, stamped like the policy node's.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PointStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -23,9 +19,18 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
-from act_node.nodes.messages import MessageError, chunk_message, joint_positions, scene_objects, seconds_of
+from act_node.nodes.messages import (
+    MessageError,
+    chunk_message,
+    episode_start,
+    joint_positions,
+    scene_objects,
+    seconds_of,
+)
+from act_node.nodes.runner import run
 from act_node.tabletop.expert import Neighbour, plan_pick, plan_window
 from act_node.tabletop.objects import kind as object_kind
+from act_node.tabletop.scene import requested_kind
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -55,11 +60,11 @@ class ExpertNode(Node):
     # messages arrive in any order across topics: each callback stores, then tries to answer
     def on_episode(self, message: Header) -> None:
         try:
-            task = json.loads(message.frame_id).get("task", "")
-        except json.JSONDecodeError:
-            self.get_logger().error(f"episode start without a JSON task: {message.frame_id!r}")
+            start_s, info = episode_start(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped episode start: {error}")
             return
-        self.episode = (seconds_of(message.stamp), task.removeprefix("pick up the "))
+        self.episode = (start_s, requested_kind(info.get("task", "")))
         self.plan, self.answered_s = None, -np.inf
         self.try_answer()
 
@@ -115,15 +120,7 @@ class ExpertNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = ExpertNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run(ExpertNode, "act_expert_node", args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ with a message it refuses (MessageError). SI units on every topic: radians, metr
 from __future__ import annotations
 
 import array
+import json
 import math
 
 import numpy as np
@@ -131,6 +132,23 @@ def chunk_actions(message: JointTrajectory, fps: float,
     if not np.all(np.isfinite(actions)):
         raise MessageError("chunk holds NaN or inf")
     return seconds_of(message.header.stamp) + float(times[0]), actions
+
+
+# --- episodes ------------------------------------------------------------------------------------------
+def episode_start_message(stamp_s: float, info: dict) -> Header:
+    """/episode/start: stamp = the episode's first tick, frame_id = JSON (episode, seed, task)."""
+    return Header(stamp=to_time(stamp_s), frame_id=json.dumps(info))
+
+
+def episode_start(message: Header) -> tuple[float, dict]:
+    """(start seconds, info) from /episode/start; MessageError when frame_id is no JSON object."""
+    try:
+        info = json.loads(message.frame_id)
+    except json.JSONDecodeError:
+        info = None
+    if not isinstance(info, dict):
+        raise MessageError(f"episode start's frame_id is not a JSON object: {message.frame_id!r}")
+    return seconds_of(message.stamp), info
 
 
 # --- scene and target ------------------------------------------------------------------------------------

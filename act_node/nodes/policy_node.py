@@ -10,15 +10,12 @@ stamp. Bad messages are logged and dropped; nothing is inferred from them.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PointStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
@@ -26,7 +23,8 @@ from std_msgs.msg import Float64, Header
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.nodes.messages import MessageError, chunk_message, image_array, joint_positions, seconds_of
+from act_node.nodes.messages import MessageError, chunk_message, episode_start, image_array, joint_positions, seconds_of
+from act_node.nodes.runner import run
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -148,11 +146,12 @@ class PolicyNode(Node):
         self.try_answer()
 
     def on_episode(self, message: Header) -> None:
-        self.episode_start_s = seconds_of(message.stamp)
         try:
-            self.task = json.loads(message.frame_id).get("task", "")
-        except json.JSONDecodeError:
-            self.task = ""
+            self.episode_start_s, info = episode_start(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped episode start: {error}")
+            return
+        self.task = str(info.get("task", ""))
         self.policy.reset()
         self.matcher.clear()
         self.answered_s = self.episode_start_s - 1.0 / self.fps
@@ -202,20 +201,7 @@ def _checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = PolicyNode()
-    except Exception as error:  # a wrong checkpoint or parameter: refuse to start, say why
-        print(f"act_policy_node: refusing to start: {error}", file=sys.stderr)
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run(PolicyNode, "act_policy_node", args)
 
 
 if __name__ == "__main__":

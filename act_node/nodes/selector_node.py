@@ -9,19 +9,16 @@ weight, and a sphere at the answer.
 
 from __future__ import annotations
 
-import json
-import sys
-
-import rclpy
 from geometry_msgs.msg import Point, PointStamped
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import ColorRGBA, Header, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from act_node.nodes.messages import MessageError, header, point_message, scene_objects, seconds_of
+from act_node.nodes.messages import MessageError, episode_start, header, point_message, scene_objects, seconds_of
+from act_node.nodes.runner import run
 from act_node.selector import Selector
+from act_node.tabletop.scene import requested_kind
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -51,13 +48,13 @@ class SelectorNode(Node):
 
     def on_episode(self, message: Header) -> None:
         try:
-            task = json.loads(message.frame_id).get("task", "")
-        except json.JSONDecodeError:
-            self.get_logger().error(f"episode start without a JSON task: {message.frame_id!r}")
+            start_s, info = episode_start(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped episode start: {error}")
             return
-        if task.startswith("pick up the "):
-            self.request = task.removeprefix("pick up the ")
-            self.episode_s = seconds_of(message.stamp)
+        kind = requested_kind(info.get("task", ""))
+        if kind:
+            self.request, self.episode_s = kind, start_s
             self.answer()
 
     def on_scene(self, message: MarkerArray) -> None:
@@ -111,20 +108,7 @@ class SelectorNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    try:
-        node = SelectorNode()
-    except (FileNotFoundError, ValueError) as error:
-        print(f"act_selector_node: refusing to start: {error}", file=sys.stderr)
-        rclpy.try_shutdown()
-        sys.exit(2)
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run(SelectorNode, "act_selector_node", args)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import rclpy
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
@@ -37,11 +36,13 @@ from act_node.nodes.messages import (
     MessageError,
     camera_info,
     chunk_actions,
+    episode_start_message,
     image_message,
     joint_state_message,
     scene_markers,
     to_time,
 )
+from act_node.nodes.runner import run
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.objects import KINDS
 from act_node.tabletop.video import caption, write_video
@@ -128,7 +129,7 @@ class SimNode(Node):
         self.running, self.sum_reward, self.held_ticks, self.frames = True, 0.0, 0, []
         self.start_tick = self.tick
         self.episode_info = {"episode": self.episode, "seed": seed, "task": self.env.task}
-        self.start_pub.publish(Header(stamp=to_time(self.now_s), frame_id=json.dumps(self.episode_info)))
+        self.start_pub.publish(episode_start_message(self.now_s, self.episode_info))
         objects = [(o.kind.name, *self.env.world.object_pose(o)[0][:2], self.env.world.object_pose(o)[1],
                     o.kind.height_m, o.kind.footprint_m) for o in self.env.scene.objects]
         self.scene_pub.publish(scene_markers(objects, self.now_s, self.episode))
@@ -213,6 +214,10 @@ class SimNode(Node):
         if terminated or truncated:
             self.end_episode(info)
 
+    def destroy_node(self) -> None:
+        self.env.close()
+        super().destroy_node()
+
     def publish_observation(self, observation: dict, record: bool = True) -> None:
         stamp = self.now_s
         self.last_observation, self.last_published = observation, time.monotonic()
@@ -230,16 +235,7 @@ class SimNode(Node):
 
 
 def main(args: list[str] | None = None) -> None:
-    rclpy.init(args=args)
-    node = SimNode()
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, SystemExit, ExternalShutdownException):
-        pass
-    finally:
-        node.env.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    run(SimNode, "act_sim_node", args)
 
 
 if __name__ == "__main__":
