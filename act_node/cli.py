@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from act_node.tabletop.env import FPS, PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
-from act_node.tabletop.video import caption, write_video
+from act_node.tabletop.video import caption, step_caption, write_video
 from act_node.training import TRAIN_IMAGE_SIZE
 
 
@@ -42,14 +42,13 @@ def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None
     expert.reset(observation)
     total = 0.0
     if frames is not None:
-        frames.append(caption(env.render(), f"seed {seed}: {env.task}  step 0"))
+        frames.append(caption(env.render(), step_caption(seed, env.task)))
     terminated = truncated = False
     while not (terminated or truncated):
         observation, reward, terminated, truncated, info = env.step(expert.act(observation))
         total += reward
         if frames is not None:
-            frames.append(caption(env.render(), f"seed {seed}: {env.task}  step {info['steps']}  "
-                                                f"reward {reward:.2f}{'  success' if info['is_success'] else ''}"))
+            frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": info["is_success"], "steps": info["steps"],
             "return": total, "target_error_m": info["target_error_m"], "clipped_total": info["clipped_total"]}
 
@@ -216,14 +215,9 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     if code != 0 or len(episodes) != args.episodes:
         raise SystemExit(f"act-sim eval --ros: the graph ended with code {code} after {len(episodes)} of "
                          f"{args.episodes} episodes")
-    from act_node.evaluate import wilson_interval
+    from act_node.evaluate import summarize
 
-    successes = sum(e["success"] for e in episodes)
-    report = {"policy": args.policy_path, "transport": "ros", "episodes": len(episodes),
-              "success_rate": successes / len(episodes),
-              "success_ci95": list(wilson_interval(successes, len(episodes))),
-              "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
-              "mean_episode_length": float(np.mean([e["steps"] for e in episodes])), "per_episode": episodes}
+    report = {"policy": args.policy_path, "transport": "ros", **summarize(episodes), "per_episode": episodes}
     (out / "report_ros.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"over ROS: success {report['success_rate']:.1%} over {len(episodes)} episodes, mean reward "
           f"{report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f}; "

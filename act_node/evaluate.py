@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import deque
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
@@ -21,7 +20,7 @@ from tqdm import tqdm
 
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
-from act_node.tabletop.video import caption, write_video
+from act_node.tabletop.video import caption, step_caption, write_video
 
 
 @dataclass
@@ -69,7 +68,7 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
     total, inference_s, calls = 0.0, 0.0, 0
     terminated = truncated = False
     if frames is not None:
-        frames.append(caption(env.render(), f"seed {seed}: {env.task}  step 0"))
+        frames.append(caption(env.render(), step_caption(seed, env.task)))
     while not (terminated or truncated):
         if not queue:
             chunk, seconds = policy(observation, env.task)
@@ -78,8 +77,7 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
         observation, reward, terminated, truncated, info = env.step(queue.popleft())
         total += reward
         if frames is not None:
-            frames.append(caption(env.render(), f"seed {seed}: {env.task}  step {info['steps']}  "
-                                                f"reward {reward:.2f}{'  success' if info['is_success'] else ''}"))
+            frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],
             "sum_reward": total, "clipped_total": info["clipped_total"],
             "policy_calls": calls, "mean_inference_s": inference_s / max(calls, 1)}
@@ -131,15 +129,9 @@ def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
             progress.update(1)
         env.close()
     progress.close()
-    successes = sum(e["success"] for e in episodes)
-    low, high = wilson_interval(successes, len(episodes))
     report = {
         "policy": str(settings.policy_path),
-        "episodes": len(episodes),
-        "success_rate": successes / len(episodes),
-        "success_ci95": [low, high],
-        "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
-        "mean_episode_length": float(np.mean([e["steps"] for e in episodes])),
+        **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
         "settings": {**asdict(settings), "workers": workers},
@@ -150,5 +142,10 @@ def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
     return report
 
 
-def default_workers() -> int:
-    return max(1, (os.cpu_count() or 1))
+def summarize(episodes: list[dict]) -> dict:
+    """Episode count, success rate with its 95% interval, mean summed reward and mean length."""
+    successes = sum(e["success"] for e in episodes)
+    return {"episodes": len(episodes), "success_rate": successes / len(episodes),
+            "success_ci95": list(wilson_interval(successes, len(episodes))),
+            "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
+            "mean_episode_length": float(np.mean([e["steps"] for e in episodes]))}

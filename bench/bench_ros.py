@@ -31,20 +31,17 @@ from bench_policy import DOCUMENTED, make_checkpoint  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from act_node import so101  # noqa: E402
 from act_node.nodes import messages  # noqa: E402
+from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR  # noqa: E402
 from act_node.policy import ChunkPolicy  # noqa: E402
 from act_node.record import record  # noqa: E402
 from act_node.tabletop.env import PickObjectEnv  # noqa: E402
 from act_node.training import TRAIN_IMAGE_SIZE  # noqa: E402
-
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -62,9 +59,9 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
                               lambda m: arrived.setdefault(round(messages.seconds_of(m.header.stamp), 6),
                                                            time.perf_counter()),
                               RELIABLE)
-    images = {c: probe.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
+    images = {c: probe.create_publisher(Image, f"/camera/{c}/image_raw", SENSOR)
               for c in ("front", "wrist")}
-    joints = probe.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+    joints = probe.create_publisher(JointState, "/joint_states", SENSOR)
     start = probe.create_publisher(Header, "/episode/start", LATCHED)
     target = probe.create_publisher(messages.PointStamped, "/target/point", LATCHED)
     executor.add_node(node)
@@ -100,12 +97,11 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
 PUBLISHER = """
 import sys, time
 import numpy as np, rclpy
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 from act_node.nodes import messages
 rclpy.init()
 node = rclpy.create_node("bench_image_sender")
-publisher = node.create_publisher(Image, "/bench/image", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+publisher = node.create_publisher(Image, "/bench/image", messages.RELIABLE)
 frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
 while publisher.get_subscription_count() == 0:
     time.sleep(0.05)

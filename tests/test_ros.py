@@ -13,7 +13,6 @@ import pytest
 from conftest import TINY_IMAGE, wait_for  # noqa: E402
 from geometry_msgs.msg import PointStamped  # noqa: E402
 from rclpy.node import Node  # noqa: E402
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
@@ -21,10 +20,9 @@ from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 from act_node import so101  # noqa: E402
 from act_node.nodes import messages  # noqa: E402
 from act_node.nodes.graph import describe, ros_arguments  # noqa: E402
+from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR  # noqa: E402
 
 STAMPS = itertools.count(start=11.0, step=0.5)  # observation times, always later than the last
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class Probe(Node):
@@ -32,9 +30,9 @@ class Probe(Node):
 
     def __init__(self):
         super().__init__("probe")
-        self.images = {c: self.create_publisher(Image, f"/camera/{c}/image_raw", qos_profile_sensor_data)
+        self.images = {c: self.create_publisher(Image, f"/camera/{c}/image_raw", SENSOR)
                        for c in ("front", "wrist")}
-        self.joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+        self.joints = self.create_publisher(JointState, "/joint_states", SENSOR)
         self.target = self.create_publisher(PointStamped, "/target/point", LATCHED)
         self.start = self.create_publisher(Header, "/episode/start", LATCHED)
         self.chunks: list[JointTrajectory] = []

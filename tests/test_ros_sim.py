@@ -8,14 +8,11 @@ import pytest
 from conftest import wait_for
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node.nodes import messages
-
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+from act_node.nodes.messages import LATCHED, RELIABLE
 
 
 @pytest.fixture

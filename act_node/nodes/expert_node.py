@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
@@ -20,6 +19,9 @@ from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
 from act_node.nodes.messages import (
+    LATCHED,
+    RELIABLE,
+    SENSOR,
     MessageError,
     chunk_message,
     episode_start,
@@ -31,9 +33,6 @@ from act_node.nodes.runner import run
 from act_node.tabletop.expert import Neighbour, plan_pick, plan_window
 from act_node.tabletop.objects import kind as object_kind
 from act_node.tabletop.scene import requested_kind
-
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class ExpertNode(Node):
@@ -55,7 +54,7 @@ class ExpertNode(Node):
         self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)
         self.create_subscription(MarkerArray, "/scene/objects", self.on_scene, LATCHED)
         self.create_subscription(PointStamped, "/target/point", self.on_target, LATCHED)
-        self.create_subscription(JointState, "/joint_states", self.on_joints, qos_profile_sensor_data)
+        self.create_subscription(JointState, "/joint_states", self.on_joints, SENSOR)
 
     # messages arrive in any order across topics: each callback stores, then tries to answer
     def on_episode(self, message: Header) -> None:

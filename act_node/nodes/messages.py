@@ -10,6 +10,7 @@ import math
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point, PointStamped
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import ColorRGBA, Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -18,6 +19,11 @@ from visualization_msgs.msg import Marker, MarkerArray
 from act_node import so101
 
 TABLE_FRAME = "table"
+# Topic QoS (DESIGN.md): cameras and joints best effort (rclpy's sensor-data profile), chunks and targets
+# reliable; episode, scene and target latched so that a node starting late still joins the episode.
+SENSOR = qos_profile_sensor_data
+RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ENCODINGS = ("rgb8", "bgr8")
 
 

@@ -17,18 +17,25 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64, Header
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.nodes.messages import MessageError, chunk_message, episode_start, image_array, joint_positions, seconds_of
+from act_node.nodes.messages import (
+    LATCHED,
+    RELIABLE,
+    SENSOR,
+    MessageError,
+    chunk_message,
+    episode_start,
+    image_array,
+    joint_positions,
+    seconds_of,
+)
 from act_node.nodes.runner import run
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 BUFFER = 60  # messages kept per topic for stamp matching
 
 
@@ -102,8 +109,8 @@ class PolicyNode(Node):
         self.chunk_pub = self.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
         self.latency_pub = self.create_publisher(Float64, "/act/inference_latency", RELIABLE)
         for camera, topic in zip(self.cameras, topics):
-            self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), qos_profile_sensor_data)
-        self.create_subscription(JointState, "/joint_states", self.on_joints, qos_profile_sensor_data)
+            self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR)
+        self.create_subscription(JointState, "/joint_states", self.on_joints, SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
         self.create_subscription(PointStamped, "/target/point", self.on_target, LATCHED)
         self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)

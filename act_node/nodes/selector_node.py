@@ -11,17 +11,23 @@ from __future__ import annotations
 
 from geometry_msgs.msg import Point, PointStamped
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import ColorRGBA, Header, String
 from visualization_msgs.msg import Marker, MarkerArray
 
-from act_node.nodes.messages import MessageError, episode_start, header, point_message, scene_objects, seconds_of
+from act_node.nodes.messages import (
+    LATCHED,
+    RELIABLE,
+    MessageError,
+    episode_start,
+    header,
+    point_message,
+    scene_objects,
+    seconds_of,
+)
 from act_node.nodes.runner import run
 from act_node.selector import Selector
 from act_node.tabletop.scene import requested_kind
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 ANCHOR = Point(x=0.5, y=0.0, z=0.02)  # where the attention lines start: the table's near edge
 MAX_LINE_M = 0.02  # line width for a weight of 1
 

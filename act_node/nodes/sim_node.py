@@ -20,9 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header, String
@@ -33,6 +31,9 @@ from visualization_msgs.msg import MarkerArray
 from act_node import so101
 from act_node.chunks import Chunk, ChunkExecutor
 from act_node.nodes.messages import (
+    LATCHED,
+    RELIABLE,
+    SENSOR,
     MessageError,
     camera_info,
     chunk_actions,
@@ -47,10 +48,7 @@ from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.objects import KINDS
 from act_node.tabletop.video import caption, write_video
 
-RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 REPUBLISH_S = 0.5  # lockstep: while waiting, the current observation goes out again this often (wall time)
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                     durability=rclpy.qos.DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class SimNode(Node):
@@ -94,11 +92,11 @@ class SimNode(Node):
         self.episode = 0
         self.running = False
         self.frames: list[np.ndarray] = []
-        self.image_pubs = {c.name: self.create_publisher(Image, f"/camera/{c.name}/image_raw", qos_profile_sensor_data)
+        self.image_pubs = {c.name: self.create_publisher(Image, f"/camera/{c.name}/image_raw", SENSOR)
                            for c in self.env.cameras}
         self.info_pubs = {c.name: self.create_publisher(CameraInfo, f"/camera/{c.name}/camera_info",
-                                                        qos_profile_sensor_data) for c in self.env.cameras}
-        self.joint_pub = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+                                                        SENSOR) for c in self.env.cameras}
+        self.joint_pub = self.create_publisher(JointState, "/joint_states", SENSOR)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.scene_pub = self.create_publisher(MarkerArray, "/scene/objects", LATCHED)
         self.start_pub = self.create_publisher(Header, "/episode/start", LATCHED)
@@ -130,8 +128,8 @@ class SimNode(Node):
         self.start_tick = self.tick
         self.episode_info = {"episode": self.episode, "seed": seed, "task": self.env.task}
         self.start_pub.publish(episode_start_message(self.now_s, self.episode_info))
-        objects = [(o.kind.name, *self.env.world.object_pose(o)[0][:2], self.env.world.object_pose(o)[1],
-                    o.kind.height_m, o.kind.footprint_m) for o in self.env.scene.objects]
+        poses = [(o, *self.env.world.object_pose(o)) for o in self.env.scene.objects]  # (object, xyz, yaw)
+        objects = [(o.kind.name, xyz[0], xyz[1], yaw, o.kind.height_m, o.kind.footprint_m) for o, xyz, yaw in poses]
         self.scene_pub.publish(scene_markers(objects, self.now_s, self.episode))
         self.publish_observation(observation)
         self.log.info(f"episode {self.episode} (seed {seed}): {self.env.task}")

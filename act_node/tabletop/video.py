@@ -16,6 +16,14 @@ def caption(frame: np.ndarray, text: str) -> np.ndarray:
     return np.concatenate([frame, np.asarray(strip)], axis=0)
 
 
+def step_caption(seed: int, task: str, info: dict | None = None, reward: float | None = None) -> str:
+    """The line under an episode's frame: seed, task, step, reward, and success when it came."""
+    if info is None:
+        return f"seed {seed}: {task}  step 0"
+    return (f"seed {seed}: {task}  step {info['steps']}  reward {reward:.2f}"
+            f"{'  success' if info['is_success'] else ''}")
+
+
 def write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:
     """mp4 (H.264 through imageio's ffmpeg) or gif, by the suffix; sizes are padded to even numbers."""
     path.parent.mkdir(parents=True, exist_ok=True)
