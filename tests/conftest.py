@@ -7,7 +7,34 @@ from pathlib import Path
 
 import pytest
 
-os.environ["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)  # one domain per test run; +1, +2 for subprocesses
+
+def _claim_ros_domains() -> int:
+    """Three ROS domains (this process, then +1 and +2 for subprocess graphs) no other test run here holds.
+
+    A domain from the pid alone collided now and then with a concurrent run on the same machine, whose
+    latched episode starts then reached this run's nodes. The claim is a lock held until the process exits.
+    """
+    import fcntl
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / "act_node_ros_domains"
+    folder.mkdir(exist_ok=True)
+    blocks = 44  # domains 100..231; Fast DDS allows up to 232
+    for k in range(blocks):
+        block = (os.getpid() + k) % blocks
+        handle = open(folder / f"{block}.lock", "w")  # noqa: SIM115 (kept open: the lock lives with it)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        _CLAIMS.append(handle)
+        return 100 + 3 * block
+    raise RuntimeError(f"all {blocks} ROS domain blocks under {folder} are held by other test runs")
+
+
+_CLAIMS: list = []
+os.environ["ROS_DOMAIN_ID"] = str(_claim_ros_domains())
 os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -46,6 +73,13 @@ def wait_for(condition, seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def retire(executor, *nodes) -> None:
+    """Take nodes off the executor and destroy them, so that nothing they latched outlives the test."""
+    for node in nodes:
+        executor.remove_node(node)
+        node.destroy_node()
 
 
 @pytest.fixture(scope="module")

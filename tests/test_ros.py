@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import TINY_IMAGE, wait_for  # noqa: E402
+from conftest import TINY_IMAGE, retire, wait_for  # noqa: E402
 from geometry_msgs.msg import PointStamped  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
@@ -70,8 +70,7 @@ def policy(ros, tiny_checkpoint):
     probe.target.publish(messages.point_message((0.5, 0.25), 10.0))
     assert wait_for(lambda: node.episode_start_s == 10.0 and node.target is not None)
     yield node, probe
-    ros.remove_node(node)
-    ros.remove_node(probe)
+    retire(ros, node, probe)
 
 
 def test_a_chunk_arrives_with_names_points_spacing_and_stamp(policy):

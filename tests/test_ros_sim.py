@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import wait_for
+from conftest import retire, wait_for
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -27,8 +27,7 @@ def sim(ros, tmp_path):
         Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)])
     ros.add_node(node)
     yield node
-    ros.remove_node(node)
-    node.destroy_node()  # closes the env too
+    retire(ros, node)  # closes the env too, once a tick in progress has finished
 
 
 def test_a_stalled_policy_makes_the_sim_hold(sim):
@@ -51,14 +50,17 @@ def test_bad_chunks_reach_nothing_in_the_sim(sim, ros):
         publisher.publish(bad)
     time.sleep(0.5)
     assert sim.executor_.queued_ticks() == [] and sim.executor_.newest_stamp_s == -math.inf
-    ros.remove_node(sender)
-    sender.destroy_node()
+    retire(ros, sender)
 
 
 def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     from act_node.nodes.selector_node import SelectorNode
 
-    node, probe = SelectorNode(), Node("selector_probe")
+    probe = Node("selector_probe")
+    # The sim nodes of the tests above latched "pick up the cup" on /episode/start: they must be gone, or
+    # the selector would take that request too and answer it.
+    assert wait_for(lambda: probe.count_publishers("/episode/start") == 0), "an earlier node still latches"
+    node = SelectorNode()
     statuses, points = [], []
     probe.create_subscription(String, "/target/status", lambda m: statuses.append(m.data), LATCHED)
     probe.create_subscription(PointStamped, "/target/point", points.append, LATCHED)
@@ -80,7 +82,6 @@ def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     assert wait_for(lambda: statuses[-1].startswith("error: unknown object kind 'plate'"))
     time.sleep(0.3)
     assert len(points) == found, "a point was published for an absent or unknown kind"
-    ros.remove_node(node)
-    ros.remove_node(probe)
+    retire(ros, node, probe)
 
 

@@ -16,6 +16,7 @@ Episodes start on the ~/reset service (next seed), on /target/request (a kind), 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -91,6 +92,8 @@ class SimNode(Node):
         self.tick = 0  # sim time = tick / fps, monotonic across episodes
         self.episode = 0
         self.running = False
+        self.closed = False
+        self.env_lock = threading.Lock()  # callbacks vs destroy_node: no step on a closed env
         self.frames: list[np.ndarray] = []
         self.image_pubs = {c.name: self.create_publisher(Image, f"/camera/{c.name}/image_raw", SENSOR)
                            for c in self.env.cameras}
@@ -158,7 +161,11 @@ class SimNode(Node):
         self.start_episode()
 
     def on_reset(self, _request, response):
-        response.success, response.message = True, json.dumps(self.start_episode())
+        with self.env_lock:
+            if self.closed:
+                response.success, response.message = False, "the sim node is shutting down"
+            else:
+                response.success, response.message = True, json.dumps(self.start_episode())
         return response
 
     def on_request(self, message: String) -> None:
@@ -166,7 +173,9 @@ class SimNode(Node):
         if kind not in KINDS:
             self.log.error(f"ignored request {kind!r}: unknown object kind (expected one of {list(KINDS)})")
             return
-        self.start_episode(request=kind)
+        with self.env_lock:
+            if not self.closed:
+                self.start_episode(request=kind)
 
     # --- chunks ------------------------------------------------------------------------------------------
     def on_chunk(self, message: JointTrajectory) -> None:
@@ -188,6 +197,11 @@ class SimNode(Node):
         return not due or self.executor_.newest_stamp_s >= self.now_s - 0.5 / self.fps
 
     def on_timer(self) -> None:
+        with self.env_lock:
+            if not self.closed:
+                self.tick_once()
+
+    def tick_once(self) -> None:
         self.clock_pub.publish(Clock(clock=to_time(self.now_s)))
         if not self.running:
             return
@@ -213,7 +227,11 @@ class SimNode(Node):
             self.end_episode(info)
 
     def destroy_node(self) -> None:
-        self.env.close()
+        # An executor in another thread may be inside a callback right now: wait for it, then close.
+        with self.env_lock:
+            self.closed = True
+            self.destroy_timer(self.timer)
+            self.env.close()
         super().destroy_node()
 
     def publish_observation(self, observation: dict, record: bool = True) -> None:
