@@ -132,6 +132,23 @@ def test_chunk_messages_are_refused_when_empty_non_monotonic_or_unnamed():
         messages.chunk_actions(renamed, 30)
 
 
+def test_scene_and_target_messages_are_read_with_their_stamps_or_refused():
+    scene = messages.scene_markers([("cup", 0.4, 0.3, 0.5, 0.06, 0.03)], 5.0, 1)
+    stamp, objects = messages.scene_objects(scene)
+    assert stamp == pytest.approx(5.0)
+    assert [(k, round(x, 6), round(y, 6), round(yaw, 6)) for k, x, y, yaw in objects] == [("cup", 0.4, 0.3, 0.5)]
+    with pytest.raises(messages.MessageError, match="no markers"):
+        messages.scene_objects(messages.MarkerArray())
+    stamp, xy = messages.target_point(messages.point_message((0.5, 0.25), 10.0))
+    assert stamp == pytest.approx(10.0) and xy.tolist() == [0.5, 0.25]
+    elsewhere = messages.point_message((0.5, 0.25), 10.0)
+    elsewhere.header.frame_id = "base_link"
+    with pytest.raises(messages.MessageError, match="frame 'base_link'"):
+        messages.target_point(elsewhere)
+    with pytest.raises(messages.MessageError, match="NaN"):
+        messages.target_point(messages.point_message((math.nan, 0.25), 10.0))
+
+
 def test_the_graph_description_feeds_both_launchers():
     nodes = describe(policy="expert")
     assert [n.name for n in nodes] == ["act_sim", "act_selector", "act_expert"]

@@ -28,6 +28,7 @@ from act_node.nodes.messages import (
     joint_positions,
     scene_objects,
     seconds_of,
+    target_point,
 )
 from act_node.nodes.runner import run
 from act_node.tabletop.expert import Neighbour, plan_pick, plan_window
@@ -69,14 +70,18 @@ class ExpertNode(Node):
 
     def on_scene(self, message: MarkerArray) -> None:
         try:
-            self.scene = (max(seconds_of(m.header.stamp) for m in message.markers), scene_objects(message))
-        except (MessageError, ValueError) as error:
+            self.scene = scene_objects(message)
+        except MessageError as error:
             self.get_logger().error(f"dropped scene: {error}")
             return
         self.try_answer()
 
     def on_target(self, message: PointStamped) -> None:
-        self.target = (seconds_of(message.header.stamp), np.array([message.point.x, message.point.y]))
+        try:
+            self.target = target_point(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped target: {error}")
+            return
         self.try_answer()
 
     def on_joints(self, message: JointState) -> None:

@@ -178,8 +178,11 @@ def scene_markers(objects: list[tuple[str, float, float, float, float, float]], 
     return MarkerArray(markers=markers)
 
 
-def scene_objects(message: MarkerArray) -> list[tuple[str, float, float, float]]:
-    """MarkerArray -> [(kind, x, y, yaw)] in the table frame; MessageError on another frame or a NaN."""
+def scene_objects(message: MarkerArray) -> tuple[float, list[tuple[str, float, float, float]]]:
+    """MarkerArray -> (stamp, [(kind, x, y, yaw)]) in the table frame, the stamp the newest marker's (a table with
+    nothing on it is a DELETEALL marker alone); MessageError on no markers, another frame or a NaN."""
+    if not message.markers:
+        raise MessageError("scene message has no markers, so no stamp (an empty table is one DELETEALL marker)")
     objects = []
     for marker in message.markers:
         if marker.action != Marker.ADD:
@@ -193,8 +196,18 @@ def scene_objects(message: MarkerArray) -> list[tuple[str, float, float, float]]
         if not all(math.isfinite(v) for v in values):
             raise MessageError(f"object marker {marker.id} ({marker.text}) has NaN or inf in its pose")
         objects.append((marker.text, *values))
-    return objects
+    return max(seconds_of(m.header.stamp) for m in message.markers), objects
 
 
 def point_message(xy: tuple[float, float], stamp_s: float) -> PointStamped:
     return PointStamped(header=header(stamp_s, TABLE_FRAME), point=Point(x=float(xy[0]), y=float(xy[1]), z=0.0))
+
+
+def target_point(message: PointStamped) -> tuple[float, np.ndarray]:
+    """(stamp, xy) from /target/point; MessageError on another frame or a NaN."""
+    xy = np.array([message.point.x, message.point.y])
+    if message.header.frame_id != TABLE_FRAME:
+        raise MessageError(f"target is in frame {message.header.frame_id!r}, expected {TABLE_FRAME!r}")
+    if not np.all(np.isfinite(xy)):
+        raise MessageError(f"target point has NaN or inf: {xy.tolist()}")
+    return seconds_of(message.header.stamp), xy

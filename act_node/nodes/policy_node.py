@@ -32,6 +32,7 @@ from act_node.nodes.messages import (
     image_array,
     joint_positions,
     seconds_of,
+    target_point,
 )
 from act_node.nodes.runner import run
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
@@ -145,11 +146,11 @@ class PolicyNode(Node):
         self.try_answer()
 
     def on_target(self, message: PointStamped) -> None:
-        xy = np.array([message.point.x, message.point.y])
-        if message.header.frame_id != "table" or not np.all(np.isfinite(xy)):
-            self.get_logger().error(f"dropped target: frame {message.header.frame_id!r}, point {xy.tolist()}")
+        try:
+            self.target = target_point(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped target: {error}")
             return
-        self.target = (seconds_of(message.header.stamp), xy)
         self.try_answer()
 
     def on_episode(self, message: Header) -> None:

@@ -17,12 +17,12 @@ from visualization_msgs.msg import Marker, MarkerArray
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
+    TABLE_FRAME,
     MessageError,
     episode_start,
     header,
     point_message,
     scene_objects,
-    seconds_of,
 )
 from act_node.nodes.runner import run
 from act_node.selector import Selector
@@ -65,12 +65,10 @@ class SelectorNode(Node):
 
     def on_scene(self, message: MarkerArray) -> None:
         try:
-            objects = scene_objects(message)
+            self.scene = scene_objects(message)
         except MessageError as error:
             self.get_logger().error(f"dropped scene: {error}")
             return
-        stamp = max((seconds_of(m.header.stamp) for m in message.markers), default=0.0)
-        self.scene = (stamp, objects)
         self.answer()
 
     def answer(self) -> None:
@@ -94,16 +92,16 @@ class SelectorNode(Node):
                                             f"{choice.target_xy[1]:.3f}) m"))
 
     def attention_markers(self, objects, choice, stamp: float) -> MarkerArray:
-        markers = [Marker(header=header(stamp, "table"), ns="attention", action=Marker.DELETEALL)]
+        markers = [Marker(header=header(stamp, TABLE_FRAME), ns="attention", action=Marker.DELETEALL)]
         for index, ((kind, x, y, _), weight) in enumerate(zip(objects, choice.weights)):
-            line = Marker(header=header(stamp, "table"), ns="attention", id=index + 1, type=Marker.LINE_STRIP,
+            line = Marker(header=header(stamp, TABLE_FRAME), ns="attention", id=index + 1, type=Marker.LINE_STRIP,
                           action=Marker.ADD, text=kind, points=[ANCHOR, Point(x=x, y=y, z=0.02)])
             line.scale.x = max(MAX_LINE_M * float(weight), 0.001)
             line.color = ColorRGBA(r=0.82, g=0.29, b=0.36, a=0.9)
             line.pose.orientation.w = 1.0
             markers.append(line)
         if choice.found:
-            dot = Marker(header=header(stamp, "table"), ns="attention", id=0, type=Marker.SPHERE,
+            dot = Marker(header=header(stamp, TABLE_FRAME), ns="attention", id=0, type=Marker.SPHERE,
                          action=Marker.ADD, text=f"{self.request} (answer)")
             dot.pose.position = Point(x=choice.target_xy[0], y=choice.target_xy[1], z=0.02)
             dot.pose.orientation.w = 1.0
