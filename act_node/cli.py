@@ -28,11 +28,14 @@ from act_node.tabletop.video import caption, step_caption, write_video
 from act_node.training import TRAIN_IMAGE_SIZE
 
 
+def env_settings(args: argparse.Namespace) -> dict:
+    """PickObjectEnv's keyword arguments from the command line."""
+    return dict(objects=args.objects, cameras=tuple(args.cameras.split(",")), image_size=(args.height, args.width),
+                target_source=args.target)
+
+
 def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
-    settings = dict(objects=args.objects, cameras=tuple(args.cameras.split(",")),
-                    image_size=(args.height, args.width), target_source=args.target)
-    settings.update(overrides)
-    return PickObjectEnv(**settings)
+    return PickObjectEnv(**{**env_settings(args), **overrides})
 
 
 def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> dict:
@@ -64,24 +67,23 @@ def cmd_video(args: argparse.Namespace) -> None:
     print(f"wrote {path} ({len(frames)} frames)")
 
 
-def _expert_worker(job: tuple[dict, list[int]]) -> list[dict]:
-    settings, seeds = job
-    env = PickObjectEnv(**settings)
-    try:
-        return [run_expert_episode(env, seed) for seed in seeds]
-    finally:
-        env.close()
+_EXPERT_ENV: PickObjectEnv | None = None  # a worker process's env, built once for all its episodes
+
+
+def _start_expert_worker(settings: dict) -> None:
+    global _EXPERT_ENV
+    _EXPERT_ENV = PickObjectEnv(**settings)
+
+
+def _expert_episode(seed: int) -> dict:
+    return run_expert_episode(_EXPERT_ENV, seed)
 
 
 def cmd_expert(args: argparse.Namespace) -> None:
-    settings = dict(objects=args.objects, cameras=tuple(args.cameras.split(",")),
-                    image_size=(args.height, args.width), target_source=args.target)
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
     workers = args.workers or os.cpu_count() or 1
-    jobs = [(settings, [seed]) for seed in seeds]
-    with Pool(workers) as pool:
-        results = list(tqdm(pool.imap(_expert_worker, jobs), total=len(jobs), desc="expert episodes", unit="ep"))
-    episodes = [episode for batch in results for episode in batch]
+    with Pool(workers, _start_expert_worker, (env_settings(args),)) as pool:
+        episodes = list(tqdm(pool.imap(_expert_episode, seeds), total=len(seeds), desc="expert episodes", unit="ep"))
     successes = sum(e["success"] for e in episodes)
     by_kind: dict[str, list[bool]] = {}
     for e in episodes:

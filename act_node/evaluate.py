@@ -83,17 +83,21 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
             "policy_calls": calls, "mean_inference_s": inference_s / max(calls, 1)}
 
 
-def _worker(job: tuple[EvalSettings, list[int]]) -> list[dict]:
+_WORKER: tuple[PickObjectEnv, ChunkPolicy, int] | None = None  # a worker process's env, policy and n_action_steps
+
+
+def _start_worker(settings: EvalSettings, steps: int) -> None:
+    """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
     import torch
 
-    settings, seeds = job
+    global _WORKER
     torch.set_num_threads(1)  # one core per worker
-    env, policy = make_env(settings), load_policy(settings)
-    steps = settings.n_action_steps or policy.config.n_action_steps
-    try:
-        return [run_episode(env, policy, seed, steps) for seed in seeds]
-    finally:
-        env.close()
+    _WORKER = (make_env(settings), load_policy(settings), steps)
+
+
+def _worker_episode(seed: int) -> dict:
+    env, policy, steps = _WORKER
+    return run_episode(env, policy, seed, steps)
 
 
 def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
@@ -106,27 +110,25 @@ def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
     episodes: list[dict] = []
-    filmed = seeds[: settings.videos]
+    filmed, rest = seeds[: settings.videos], seeds[settings.videos:]
     env = make_env(settings)
     progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
-    for seed in filmed:  # filmed in this process, in order
-        frames: list[np.ndarray] = []
-        episodes.append(run_episode(env, policy, seed, steps, frames))
-        write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
-        progress.update(1)
-    env.close()
-    rest = seeds[len(filmed):]
-    if rest and workers > 1:
-        jobs = [(settings, [seed]) for seed in rest]
-        with get_context("spawn").Pool(min(workers, len(rest))) as pool:
-            for batch in pool.imap(_worker, jobs):
-                episodes.extend(batch)
-                progress.update(len(batch))
-    elif rest:
-        env = make_env(settings)
-        for seed in rest:
-            episodes.append(run_episode(env, policy, seed, steps))
+    try:
+        for seed in filmed:  # filmed in this process, in order
+            frames: list[np.ndarray] = []
+            episodes.append(run_episode(env, policy, seed, steps, frames))
+            write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
             progress.update(1)
+        if rest and workers > 1:
+            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (settings, steps)) as pool:
+                for episode in pool.imap(_worker_episode, rest):
+                    episodes.append(episode)
+                    progress.update(1)
+        else:
+            for seed in rest:
+                episodes.append(run_episode(env, policy, seed, steps))
+                progress.update(1)
+    finally:
         env.close()
     progress.close()
     report = {

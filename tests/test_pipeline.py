@@ -54,6 +54,13 @@ def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkp
     assert saved["n_action_steps"] == 10
     assert all(e["policy_calls"] == 3 for e in saved["per_episode"])  # 25 steps, 10 per chunk
     assert (tmp_path / "eval" / "episode_seed1000.mp4").stat().st_size > 1000
+    settings.out, settings.videos = str(tmp_path / "parallel"), 0
+    in_parallel = evaluate(settings, workers=2)  # two worker processes, one episode each
+    for serial, parallel in zip(report["per_episode"], in_parallel["per_episode"], strict=True):
+        keys = ("seed", "task", "success", "steps", "policy_calls", "clipped_total")
+        assert [parallel[k] for k in keys] == [serial[k] for k in keys]
+        # one torch thread in a worker, more here: the chunks differ in the last bits, the rewards in the 5th digit
+        assert parallel["sum_reward"] == pytest.approx(serial["sum_reward"], rel=1e-3)
 
 
 def test_wilson_interval_matches_known_values():
