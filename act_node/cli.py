@@ -22,16 +22,25 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from act_node.tabletop.env import FPS, PickObjectEnv
+from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
+from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.scene import requested_kind
 from act_node.tabletop.video import caption, step_caption, write_video
-from act_node.training import TRAIN_IMAGE_SIZE
+
+
+def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
+    """The checked configuration from the command line's table-top flags (and any other fields)."""
+    try:
+        return GraphConfig(objects=args.objects, cameras=args.cameras, image_height=args.height,
+                           image_width=args.width, target_source=args.target, **fields)
+    except ValueError as error:
+        raise SystemExit(f"act-sim: {error}") from None
 
 
 def env_settings(args: argparse.Namespace) -> dict:
     """PickObjectEnv's keyword arguments from the command line."""
-    return dict(objects=args.objects, cameras=tuple(args.cameras.split(",")), image_size=(args.height, args.width),
-                target_source=args.target)
+    return graph_config(args).env_kwargs()
 
 
 def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
@@ -53,7 +62,8 @@ def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None
         if frames is not None:
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": info["is_success"], "steps": info["steps"],
-            "return": total, "target_error_m": info["target_error_m"], "clipped_total": info["clipped_total"]}
+            "return": total, "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
+            "clamped_joints": info["clipped_total"]}
 
 
 def cmd_video(args: argparse.Namespace) -> None:
@@ -87,7 +97,7 @@ def cmd_expert(args: argparse.Namespace) -> None:
     successes = sum(e["success"] for e in episodes)
     by_kind: dict[str, list[bool]] = {}
     for e in episodes:
-        by_kind.setdefault(e["task"].removeprefix("pick up the "), []).append(e["success"])
+        by_kind.setdefault(requested_kind(e["task"]), []).append(e["success"])
     differ = [e for e in episodes if e["target_error_m"] > 0.01]
     report = {
         "objects": args.objects, "episodes": len(episodes), "success_rate": successes / len(episodes),
@@ -96,6 +106,7 @@ def cmd_expert(args: argparse.Namespace) -> None:
         "target_source": args.target,
         "selector_off_by_more_than_1cm": len(differ),
         "selector_max_error_m": max((e["target_error_m"] for e in episodes), default=0.0),
+        "selector_misses": sum(not e["selector_found"] for e in episodes),
         "failed_seeds": [e["seed"] for e in episodes if not e["success"]],
     }
     print(json.dumps(report, indent=1))
@@ -129,22 +140,23 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if args.ros:
         eval_over_ros(args)
         return
-    from act_node.evaluate import EvalSettings, evaluate
+    from act_node.evaluate import evaluate
     from act_node.policy import CheckpointMismatch
 
-    settings = EvalSettings(policy_path=args.policy_path, episodes=args.episodes, first_seed=args.first_seed,
-                            objects=args.objects, cameras=tuple(args.cameras.split(",")),
-                            image_size=(args.height, args.width), target_source=args.target,
-                            max_steps=args.max_steps, n_action_steps=args.n_action_steps, device=args.device,
-                            videos=args.videos, out=args.out)
+    config = graph_config(args, policy="act", checkpoint=args.policy_path, episodes=args.episodes,
+                          first_seed=args.first_seed, max_steps=args.max_steps,
+                          replan_every=args.n_action_steps or 0, device=args.device)
     try:
-        report = evaluate(settings, workers=args.workers)
+        report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers)
     except (CheckpointMismatch, FileNotFoundError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     low, high = report["success_ci95"]
     print(f"success {report['success_rate']:.1%} (95% CI {low:.1%}-{high:.1%}) over {report['episodes']} episodes; "
           f"mean reward {report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f} steps, "
           f"{report['mean_inference_s'] * 1000:.0f} ms a chunk")
+    if report["selector_misses"] or report["episodes_clamped"]:
+        print(f"the Selector missed the requested kind in {report['selector_misses']} episodes; commands were "
+              f"clamped in {report['episodes_clamped']}")
     print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
 
 
@@ -202,17 +214,18 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
 def eval_over_ros(args: argparse.Namespace) -> None:
     import tempfile
 
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_dir = Path(tempfile.mkdtemp(prefix="ros_eval_", dir=out))
-    code = run_graph({"policy": "act", "checkpoint": args.policy_path, "clock": "lockstep",
-                      "cameras": args.cameras, "image_height": str(args.height), "image_width": str(args.width),
-                      "objects": str(args.objects),
-                      "episodes": str(args.episodes), "first_seed": str(args.first_seed),
-                      "device": args.device, "video_dir": str(results_dir), "record_video": "false",
-                      "replan_every": str(args.n_action_steps or 0), "max_steps": str(args.max_steps),
-                      # in-process evaluation has no velocity bound: none here either, so the two agree
-                      "max_velocity": "1e9"})
+    # in-process evaluation has no velocity bound: none here either, so the two agree
+    config = graph_config(args, policy="act", checkpoint=args.policy_path, clock="lockstep", episodes=args.episodes,
+                          first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
+                          record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
+                          max_velocity=1e9)
+    arguments = {name: _argument_text(getattr(config, name)) for name in LAUNCH_ARGUMENTS}
+    code = run_graph(arguments)
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
     if code != 0 or len(episodes) != args.episodes:
         raise SystemExit(f"act-sim eval --ros: the graph ended with code {code} after {len(episodes)} of "
@@ -226,9 +239,16 @@ def eval_over_ros(args: argparse.Namespace) -> None:
           f"{out / 'report_ros.json'}")
 
 
-def add_env_arguments(parser: argparse.ArgumentParser, height: int = 240, width: int = 320) -> None:
+def _argument_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+def add_env_arguments(parser: argparse.ArgumentParser, height: int = SIM_IMAGE_SIZE[0],
+                      width: int = SIM_IMAGE_SIZE[1]) -> None:
     parser.add_argument("--objects", type=int, default=4, help="objects on the table, 1-8")
-    parser.add_argument("--cameras", default="front,wrist", help="comma-separated: front, top, wrist")
+    parser.add_argument("--cameras", default=",".join(DEFAULT_CAMERAS), help="comma-separated: front, top, wrist")
     parser.add_argument("--height", type=int, default=height, help="camera image height")
     parser.add_argument("--width", type=int, default=width, help="camera image width")
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
@@ -275,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--first-seed", type=int, default=1000)
-    evaluate.add_argument("--max-steps", type=int, default=300)
+    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
     evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
     evaluate.add_argument("--device", default="cpu")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")

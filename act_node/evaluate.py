@@ -11,32 +11,17 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from act_node.config import GraphConfig
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import caption, step_caption, write_video
-
-
-@dataclass
-class EvalSettings:
-    policy_path: str
-    episodes: int = 10
-    first_seed: int = 1000  # away from the seeds demonstrations are recorded with (0 on)
-    objects: int = 4
-    cameras: tuple[str, ...] = ("front", "wrist")
-    image_size: tuple[int, int] = (240, 320)
-    target_source: str = "selector"
-    max_steps: int = 300
-    n_action_steps: int | None = None  # default: the checkpoint's own
-    device: str = "cpu"
-    videos: int = 2  # the first K episodes
-    out: str = "outputs/eval"
 
 
 def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
@@ -49,14 +34,13 @@ def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def make_env(settings: EvalSettings) -> PickObjectEnv:
-    return PickObjectEnv(objects=settings.objects, cameras=settings.cameras, image_size=settings.image_size,
-                         target_source=settings.target_source, max_steps=settings.max_steps)
+def make_env(config: GraphConfig) -> PickObjectEnv:
+    return PickObjectEnv(**config.env_kwargs())
 
 
-def load_policy(settings: EvalSettings) -> ChunkPolicy:
-    spec = FeatureSpec(cameras={name: settings.image_size for name in settings.cameras})
-    return ChunkPolicy.load(settings.policy_path, device=settings.device, expect=spec)
+def load_policy(config: GraphConfig) -> ChunkPolicy:
+    spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras})
+    return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
 
 
 def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
@@ -79,20 +63,21 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
         if frames is not None:
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],
-            "sum_reward": total, "clipped_total": info["clipped_total"],
-            "policy_calls": calls, "mean_inference_s": inference_s / max(calls, 1)}
+            "sum_reward": total, "clamped_joints": info["clipped_total"], "target_error_m": info["target_error_m"],
+            "selector_found": info["selector_found"], "policy_calls": calls,
+            "mean_inference_s": inference_s / max(calls, 1)}
 
 
 _WORKER: tuple[PickObjectEnv, ChunkPolicy, int] | None = None  # a worker process's env, policy and n_action_steps
 
 
-def _start_worker(settings: EvalSettings, steps: int) -> None:
+def _start_worker(config: GraphConfig, steps: int) -> None:
     """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
     import torch
 
     global _WORKER
     torch.set_num_threads(1)  # one core per worker
-    _WORKER = (make_env(settings), load_policy(settings), steps)
+    _WORKER = (make_env(config), load_policy(config), steps)
 
 
 def _worker_episode(seed: int) -> dict:
@@ -100,18 +85,20 @@ def _worker_episode(seed: int) -> dict:
     return run_episode(env, policy, seed, steps)
 
 
-def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
-    """Run the episodes, write report.json and the first videos under settings.out, return the report."""
-    out = Path(settings.out)
+def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1) -> dict:
+    """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
+    every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
+    first `videos` episodes under `out`, returns the report."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    seeds = list(range(settings.first_seed, settings.first_seed + settings.episodes))
-    policy = load_policy(settings)  # fails here, clearly, on a mismatched checkpoint
-    steps = settings.n_action_steps or policy.config.n_action_steps
+    seeds = list(range(config.first_seed, config.first_seed + config.episodes))
+    policy = load_policy(config)  # fails here, clearly, on a mismatched checkpoint
+    steps = config.replan_every or policy.config.n_action_steps
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
     episodes: list[dict] = []
-    filmed, rest = seeds[: settings.videos], seeds[settings.videos:]
-    env = make_env(settings)
+    filmed, rest = seeds[:videos], seeds[videos:]
+    env = make_env(config)
     progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
     try:
         for seed in filmed:  # filmed in this process, in order
@@ -120,7 +107,7 @@ def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
             write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
             progress.update(1)
         if rest and workers > 1:
-            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (settings, steps)) as pool:
+            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (config, steps)) as pool:
                 for episode in pool.imap(_worker_episode, rest):
                     episodes.append(episode)
                     progress.update(1)
@@ -132,11 +119,11 @@ def evaluate(settings: EvalSettings, workers: int = 1) -> dict:
         env.close()
     progress.close()
     report = {
-        "policy": str(settings.policy_path),
+        "policy": str(config.checkpoint),
         **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
-        "settings": {**asdict(settings), "workers": workers},
+        "settings": {**asdict(config), "videos": videos, "workers": workers},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in filmed],
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
@@ -150,4 +137,10 @@ def summarize(episodes: list[dict]) -> dict:
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),
             "success_ci95": list(wilson_interval(successes, len(episodes))),
             "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
-            "mean_episode_length": float(np.mean([e["steps"] for e in episodes]))}
+            "mean_episode_length": float(np.mean([e["steps"] for e in episodes])),
+            # how often the executor or the env had to pull a command into range (or under the velocity bound)
+            "episodes_clamped": sum(e.get("clamped_joints", 0) > 0 for e in episodes),
+            # the Selector judged the requested kind absent although it stood there (the truth stood in)
+            "selector_misses": sum(not e.get("selector_found", True) for e in episodes),
+            "max_target_error_m": max((e["target_error_m"] for e in episodes
+                                       if math.isfinite(e.get("target_error_m") or math.inf)), default=None)}

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from lerobot.envs.utils import preprocess_observation
+from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
 
-OBS_STATE = "observation.state"
-OBS_ENV_STATE = "observation.environment_state"
-OBS_IMAGES = "observation.images"
-ACTION = "action"
+__all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
+           "check_features", "to_batch"]
+
 REQUIRED_FILES = ("config.json", "model.safetensors", "policy_preprocessor.json", "policy_postprocessor.json")
 
 
@@ -83,31 +84,42 @@ def check_features(config: Any, spec: FeatureSpec) -> list[str]:
 
 def to_batch(observation: dict, task: str = "") -> dict[str, Any]:
     """The env's observation (or LeRobot's flat keys) -> a batch of one in LeRobot's keys, images in
-    (1, 3, H, W) float [0, 1]."""
-    batch: dict[str, Any] = {}
+    (1, 3, H, W) float [0, 1]. The env's dict goes through LeRobot's own `preprocess_observation`, after
+    checks that name what is wrong (LeRobot's are bare asserts)."""
     if "pixels" in observation or "agent_pos" in observation:
+        env_observation = {"pixels": {}}
         for name, image in observation.get("pixels", {}).items():
-            batch[f"{OBS_IMAGES}.{name}"] = image
-        batch[OBS_STATE] = observation["agent_pos"]
-        if "environment_state" in observation:
-            batch[OBS_ENV_STATE] = observation["environment_state"]
+            image = np.asarray(image)
+            if image.ndim != 3 or image.shape[-1] != 3 or image.dtype != np.uint8:
+                raise ValueError(f"{OBS_IMAGES}.{name}: expected an (H, W, 3) uint8 image, got {image.shape} "
+                                 f"{image.dtype}")
+            env_observation["pixels"][name] = np.ascontiguousarray(image)
+        for key in ("agent_pos", "environment_state"):
+            if key in observation:
+                env_observation[key] = _finite(key, observation[key])
+        batch = preprocess_observation(env_observation)
     else:
-        batch.update(observation)
-    out: dict[str, Any] = {"task": [task]}
-    for key, value in batch.items():
-        if key == "task":
-            continue
-        tensor = torch.as_tensor(np.asarray(value))
-        if key.startswith(OBS_IMAGES + "."):
-            if tensor.ndim != 3 or tensor.shape[-1] != 3 or tensor.dtype != torch.uint8:
-                raise ValueError(f"{key}: expected an (H, W, 3) uint8 image, got {tuple(tensor.shape)} {tensor.dtype}")
-            tensor = tensor.permute(2, 0, 1).float().div(255.0)
-        else:
-            tensor = tensor.float()
-            if not torch.isfinite(tensor).all():
-                raise ValueError(f"{key} holds NaN or inf: {tensor.tolist()}")
-        out[key] = tensor.unsqueeze(0)
-    return out
+        batch = {}
+        for key, value in observation.items():
+            if key == "task":
+                continue
+            tensor = torch.as_tensor(np.asarray(value))
+            if key.startswith(OBS_IMAGES + "."):
+                if tensor.ndim != 3 or tensor.shape[-1] != 3 or tensor.dtype != torch.uint8:
+                    raise ValueError(f"{key}: expected an (H, W, 3) uint8 image, got {tuple(tensor.shape)} "
+                                     f"{tensor.dtype}")
+                tensor = tensor.permute(2, 0, 1).float().div(255.0)
+            else:
+                tensor = torch.as_tensor(_finite(key, value))
+            batch[key] = tensor.unsqueeze(0)
+    return {**batch, "task": [task]}
+
+
+def _finite(key: str, value) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float32)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{key} holds NaN or inf: {array.tolist()}")
+    return array
 
 
 class ChunkPolicy:

@@ -44,13 +44,22 @@ def _check_last_axis(values: np.ndarray) -> None:
         raise ValueError(f"expected {len(JOINT_NAMES)} joint values {JOINT_NAMES}, got shape {values.shape}")
 
 
+def gripper_to_lerobot(radians):
+    """The gripper joint's angle (radians) -> LeRobot's 0-100 (0 closed, 100 open), linear over its range."""
+    return 100.0 * (radians - LOWER_RAD[GRIPPER]) / (UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER])
+
+
+def gripper_from_lerobot(value):
+    """LeRobot's gripper 0-100 -> the joint's angle in radians."""
+    return LOWER_RAD[GRIPPER] + value / 100.0 * (UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER])
+
+
 def to_lerobot(radians: np.ndarray) -> np.ndarray:
     """Joint positions (..., 6) in radians -> LeRobot's SO-101 units (degrees, gripper 0-100)."""
     radians = np.asarray(radians, dtype=np.float64)
     _check_last_axis(radians)
     out = np.degrees(radians)
-    span = UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER]
-    out[..., GRIPPER] = 100.0 * (radians[..., GRIPPER] - LOWER_RAD[GRIPPER]) / span
+    out[..., GRIPPER] = gripper_to_lerobot(radians[..., GRIPPER])
     return out
 
 
@@ -59,8 +68,7 @@ def from_lerobot(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     _check_last_axis(values)
     out = np.radians(values)
-    span = UPPER_RAD[GRIPPER] - LOWER_RAD[GRIPPER]
-    out[..., GRIPPER] = LOWER_RAD[GRIPPER] + values[..., GRIPPER] / 100.0 * span
+    out[..., GRIPPER] = gripper_from_lerobot(values[..., GRIPPER])
     return out
 
 

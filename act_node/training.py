@@ -21,12 +21,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from act_node.config import CHUNK_SIZE, REPLAN_EVERY
+
 ACT_ARGUMENTS = {
     "policy.type": "act",
     "policy.push_to_hub": "false",
     "policy.pretrained_backbone_weights": "null",
-    "policy.chunk_size": "100",
-    "policy.n_action_steps": "30",
+    "policy.chunk_size": str(CHUNK_SIZE),
+    "policy.n_action_steps": str(REPLAN_EVERY),
     "policy.dim_model": "256",
     "policy.dim_feedforward": "1024",
     "policy.n_heads": "8",
@@ -38,7 +40,32 @@ ACT_ARGUMENTS = {
     "wandb.enable": "false",
     "save_checkpoint": "true",
 }
-TRAIN_IMAGE_SIZE = (120, 160)
+
+
+def act_config(input_features: dict, output_features: dict, **overrides):
+    """LeRobot's ACTConfig with this task's numbers (the `policy.*` entries of ACT_ARGUMENTS, as lerobot-train
+    reads them), for the features given; `overrides` win (e.g. dim_model=512)."""
+    from lerobot.policies.act.configuration_act import ACTConfig
+
+    values = {}
+    for key, text in ACT_ARGUMENTS.items():
+        name = key.removeprefix("policy.")
+        if key.startswith("policy.") and name not in ("type", "push_to_hub"):
+            values[name] = _value(text)
+    values.update(overrides)
+    return ACTConfig(input_features=input_features, output_features=output_features, device="cpu", **values)
+
+
+def _value(text: str):
+    """A lerobot-train argument's text as the value it parses to: null, true/false, int, float, or text."""
+    if text in ("null", "true", "false"):
+        return {"null": None, "true": True, "false": False}[text]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 def train_arguments(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device: str,

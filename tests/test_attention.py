@@ -23,12 +23,17 @@ def test_worked_example_weights_and_output():
 
 
 def test_quiz_answers():
-    # Q1: q = (1, 0), keys (2, 0), (0, 3); softmax of the bare dot products -> 0.88 / 0.12
-    scores = torch.tensor([[1.0, 0.0]]) @ torch.tensor([[2.0, 0.0], [0.0, 3.0]]).T
-    assert scores[0].tolist() == [2.0, 0.0]
-    assert [round(w, 2) for w in scores.softmax(dim=-1)[0].tolist()] == [0.88, 0.12]
-    # Q2: weights (0.7, 0.2, 0.1) over values (10, 20, 30) -> 14
-    assert torch.tensor([0.7, 0.2, 0.1]) @ torch.tensor([10.0, 20.0, 30.0]) == pytest.approx(14.0)
+    # Q1: q = (1, 0), keys (2, 0), (0, 3); the quiz takes the softmax of the bare dot products -> 0.88 / 0.12.
+    # attention() divides by sqrt(d): a query scaled by sqrt(2) undoes that.
+    keys = torch.tensor([[2.0, 0.0], [0.0, 3.0]])
+    _, weights, scores = attention.attention(torch.tensor([[1.0, 0.0]]) * math.sqrt(2), keys, torch.eye(2))
+    assert scores[0].tolist() == pytest.approx([2.0, 0.0])
+    assert [round(w, 2) for w in weights[0].tolist()] == [0.88, 0.12]
+    # Q2: weights (0.7, 0.2, 0.1) over values (10, 20, 30) -> 14; scores log(w) give exactly those weights
+    keys = torch.log(torch.tensor([[0.7], [0.2], [0.1]]))
+    output, weights, _ = attention.attention(torch.tensor([[1.0]]), keys, torch.tensor([[10.0], [20.0], [30.0]]))
+    assert weights[0].tolist() == pytest.approx([0.7, 0.2, 0.1])
+    assert output.item() == pytest.approx(14.0)
 
 
 def test_parameter_counts():

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from conftest import TINY_IMAGE
 
-from act_node.evaluate import EvalSettings, evaluate, wilson_interval
+from act_node.config import GraphConfig
+from act_node.evaluate import evaluate, wilson_interval
 from act_node.policy import CheckpointMismatch, ChunkPolicy, FeatureSpec
 from act_node.record import JOINT_FEATURE_NAMES
 
@@ -43,9 +44,9 @@ def test_the_checkpoint_answers_a_whole_chunk(tiny_checkpoint):
 
 
 def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkpoint, tmp_path):
-    settings = EvalSettings(policy_path=str(tiny_checkpoint), episodes=2, objects=2, image_size=TINY_IMAGE,
-                            max_steps=25, videos=1, out=str(tmp_path / "eval"))
-    report = evaluate(settings)
+    config = GraphConfig(policy="act", checkpoint=str(tiny_checkpoint), episodes=2, first_seed=1000, objects=2,
+                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=25)
+    report = evaluate(config, out=tmp_path / "eval", videos=1)
     saved = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert saved["episodes"] == report["episodes"] == 2
     assert [e["seed"] for e in saved["per_episode"]] == [1000, 1001]
@@ -54,10 +55,11 @@ def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkp
     assert saved["n_action_steps"] == 10
     assert all(e["policy_calls"] == 3 for e in saved["per_episode"])  # 25 steps, 10 per chunk
     assert (tmp_path / "eval" / "episode_seed1000.mp4").stat().st_size > 1000
-    settings.out, settings.videos = str(tmp_path / "parallel"), 0
-    in_parallel = evaluate(settings, workers=2)  # two worker processes, one episode each
+    assert saved["selector_misses"] == 0 and saved["max_target_error_m"] < 0.01
+    assert all(e["selector_found"] and e["clamped_joints"] >= 0 for e in saved["per_episode"])
+    in_parallel = evaluate(config, out=tmp_path / "parallel", videos=0, workers=2)  # two workers, one episode each
     for serial, parallel in zip(report["per_episode"], in_parallel["per_episode"], strict=True):
-        keys = ("seed", "task", "success", "steps", "policy_calls", "clipped_total")
+        keys = ("seed", "task", "success", "steps", "policy_calls", "clamped_joints", "target_error_m")
         assert [parallel[k] for k in keys] == [serial[k] for k in keys]
         # one torch thread in a worker, more here: the chunks differ in the last bits, the rewards in the 5th digit
         assert parallel["sum_reward"] == pytest.approx(serial["sum_reward"], rel=1e-3)

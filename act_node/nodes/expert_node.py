@@ -18,30 +18,29 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
+from act_node.config import CHUNK_SIZE, FPS, REPLAN_EVERY
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
     SENSOR,
-    MessageError,
     chunk_message,
     episode_start,
-    joint_positions,
+    parsed,
     scene_objects,
-    seconds_of,
+    stamped_joint_positions,
     target_point,
 )
 from act_node.nodes.runner import run
-from act_node.tabletop.expert import Neighbour, plan_pick, plan_window
-from act_node.tabletop.objects import kind as object_kind
+from act_node.tabletop.expert import plan_for_scene, plan_window
 from act_node.tabletop.scene import requested_kind
 
 
 class ExpertNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_expert", **node_options)  # e.g. parameter_overrides, for tests
-        self.declare_parameter("fps", 30.0)
-        self.declare_parameter("chunk_size", 100)
-        self.declare_parameter("replan_every", 30)
+        self.declare_parameter("fps", float(FPS))
+        self.declare_parameter("chunk_size", CHUNK_SIZE)
+        self.declare_parameter("replan_every", REPLAN_EVERY)
         self.fps = float(self.get_parameter("fps").value)
         self.chunk_size = int(self.get_parameter("chunk_size").value)
         self.replan_every = int(self.get_parameter("replan_every").value)
@@ -52,44 +51,32 @@ class ExpertNode(Node):
         self.joints: tuple[float, np.ndarray] | None = None
         self.answered_s = -np.inf
         self.chunk_pub = self.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
-        self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)
-        self.create_subscription(MarkerArray, "/scene/objects", self.on_scene, LATCHED)
-        self.create_subscription(PointStamped, "/target/point", self.on_target, LATCHED)
-        self.create_subscription(JointState, "/joint_states", self.on_joints, SENSOR)
+        self.create_subscription(Header, "/episode/start",
+                                 parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
+        self.create_subscription(MarkerArray, "/scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
+                                 LATCHED)
+        self.create_subscription(PointStamped, "/target/point", parsed(self, target_point, "target", self.on_target),
+                                 LATCHED)
+        self.create_subscription(JointState, "/joint_states",
+                                 parsed(self, stamped_joint_positions, "joint state", self.on_joints, 2.0), SENSOR)
 
     # messages arrive in any order across topics: each callback stores, then tries to answer
-    def on_episode(self, message: Header) -> None:
-        try:
-            start_s, info = episode_start(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped episode start: {error}")
-            return
+    def on_episode(self, start: tuple[float, dict]) -> None:
+        start_s, info = start
         self.episode = (start_s, requested_kind(info.get("task", "")))
         self.plan, self.answered_s = None, -np.inf
         self.try_answer()
 
-    def on_scene(self, message: MarkerArray) -> None:
-        try:
-            self.scene = scene_objects(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped scene: {error}")
-            return
+    def on_scene(self, scene: tuple[float, list]) -> None:
+        self.scene = scene
         self.try_answer()
 
-    def on_target(self, message: PointStamped) -> None:
-        try:
-            self.target = target_point(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped target: {error}")
-            return
+    def on_target(self, target: tuple[float, np.ndarray]) -> None:
+        self.target = target
         self.try_answer()
 
-    def on_joints(self, message: JointState) -> None:
-        try:
-            self.joints = (seconds_of(message.header.stamp), joint_positions(message))
-        except MessageError as error:
-            self.get_logger().error(f"dropped joint state: {error}", throttle_duration_sec=2.0)
-            return
+    def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
+        self.joints = joints
         self.try_answer()
 
     def try_answer(self) -> None:
@@ -110,15 +97,11 @@ class ExpertNode(Node):
         if self.scene is None or self.scene[0] < start_s or self.target is None or self.target[0] < start_s:
             self.get_logger().warn("waiting for this episode's scene and target", throttle_duration_sec=2.0)
             return False
-        objects = self.scene[1]
-        mine = [o for o in objects if o[0] == request]
-        if len(mine) != 1:
-            self.get_logger().error(f"the scene has {len(mine)} objects of kind {request!r}: no plan")
+        try:
+            self.plan = plan_for_scene(so101.to_lerobot(start), self.target[1], request, self.scene[1], self.fps)
+        except ValueError as error:  # no such object, or no reachable grasp: this episode gets no chunks
+            self.get_logger().error(f"cannot plan the pick: {error}")
             return False
-        neighbours = [Neighbour(np.array([x, y]), object_kind(k).footprint_m) for k, x, y, _ in objects
-                      if k != request]
-        self.plan = plan_pick(so101.to_lerobot(start), self.target[1], object_kind(request), mine[0][3],
-                              neighbours, self.fps)
         self.get_logger().info(f"planned {len(self.plan)} steps to pick up the {request}")
         return True
 

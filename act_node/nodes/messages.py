@@ -6,6 +6,7 @@ from __future__ import annotations
 import array
 import json
 import math
+from collections.abc import Callable
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -29,6 +30,22 @@ ENCODINGS = ("rgb8", "bgr8")
 
 class MessageError(ValueError):
     """A message that cannot be used; the text names what is wrong."""
+
+
+def parsed(node, parse: Callable, what: str, then: Callable, throttle_s: float = 0.0) -> Callable:
+    """A subscription callback: `parse(message)`, then `then(value)`; a MessageError is logged as
+    "dropped <what>: <why>" (throttled when `throttle_s` > 0, for streams) and nothing else happens."""
+    throttle = {"throttle_duration_sec": throttle_s} if throttle_s > 0 else {}
+
+    def callback(message) -> None:
+        try:
+            value = parse(message)
+        except MessageError as error:
+            node.get_logger().error(f"dropped {what}: {error}", **throttle)
+            return
+        then(value)
+
+    return callback
 
 
 def to_time(seconds: float) -> Time:
@@ -101,6 +118,12 @@ def joint_positions(message: JointState, names: tuple[str, ...] = so101.JOINT_NA
         raise MessageError(f"joint state has NaN or inf for "
                            f"{[n for n, v in zip(names, positions) if not math.isfinite(v)]}")
     return positions
+
+
+def stamped_joint_positions(message: JointState, names: tuple[str, ...] = so101.JOINT_NAMES
+                            ) -> tuple[float, np.ndarray]:
+    """(stamp seconds, positions (len(names),) radians) of a joint state; MessageError as joint_positions."""
+    return seconds_of(message.header.stamp), joint_positions(message, names)
 
 
 # --- chunks --------------------------------------------------------------------------------------------

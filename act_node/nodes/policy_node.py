@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from std_msgs.msg import Float64, Header
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
+from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -30,48 +30,14 @@ from act_node.nodes.messages import (
     chunk_message,
     episode_start,
     image_array,
-    joint_positions,
+    parsed,
     seconds_of,
+    stamped_joint_positions,
     target_point,
 )
 from act_node.nodes.runner import run
+from act_node.observation import ObservationMatcher
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
-
-BUFFER = 60  # messages kept per topic for stamp matching
-
-
-class ObservationMatcher:
-    """Keeps recent messages per source and finds the newest stamp every source has within `skew_s`."""
-
-    def __init__(self, sources: list[str], skew_s: float):
-        self.skew_s = skew_s
-        self.buffers: dict[str, deque[tuple[float, object]]] = {name: deque(maxlen=BUFFER) for name in sources}
-
-    def add(self, source: str, stamp_s: float, value) -> None:
-        self.buffers[source].append((stamp_s, value))
-
-    def clear(self) -> None:
-        for buffer in self.buffers.values():
-            buffer.clear()
-
-    def newest(self, after_s: float = -np.inf, accept=lambda stamp: True) -> tuple[float, dict] | None:
-        """(stamp, {source: value}) for the newest stamp of the first source that every other source
-        matches within the skew bound; only stamps after `after_s` that `accept` takes."""
-        anchor, *others = self.buffers
-        for stamp, value in sorted(self.buffers[anchor], key=lambda item: -item[0]):
-            if stamp <= after_s:
-                return None
-            if not accept(stamp):
-                continue
-            match = {anchor: value}
-            for source in others:
-                best = min(self.buffers[source], key=lambda item: abs(item[0] - stamp), default=None)
-                if best is None or abs(best[0] - stamp) > self.skew_s:
-                    break
-                match[source] = best[1]
-            else:
-                return stamp, match
-        return None
 
 
 class PolicyNode(Node):
@@ -79,10 +45,10 @@ class PolicyNode(Node):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
         self.declare_parameter("checkpoint", "")
         self.declare_parameter("device", "cpu")
-        self.declare_parameter("cameras", ["front", "wrist"])
+        self.declare_parameter("cameras", list(DEFAULT_CAMERAS))
         self.declare_parameter("camera_topics", [""])  # default: /camera/<name>/image_raw per camera
         self.declare_parameter("joint_names", list(so101.JOINT_NAMES))
-        self.declare_parameter("fps", 30.0)
+        self.declare_parameter("fps", float(FPS))
         self.declare_parameter("skew_s", 0.01)
         self.declare_parameter("infer", "every_n")  # or "latest"
         self.declare_parameter("replan_every", 0)  # ticks; 0: the checkpoint's n_action_steps
@@ -111,10 +77,13 @@ class PolicyNode(Node):
         self.latency_pub = self.create_publisher(Float64, "/act/inference_latency", RELIABLE)
         for camera, topic in zip(self.cameras, topics):
             self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR)
-        self.create_subscription(JointState, "/joint_states", self.on_joints, SENSOR)
+        self.create_subscription(JointState, "/joint_states", parsed(
+            self, lambda m: stamped_joint_positions(m, self.joint_names), "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
-        self.create_subscription(PointStamped, "/target/point", self.on_target, LATCHED)
-        self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)
+        self.create_subscription(PointStamped, "/target/point", parsed(self, target_point, "target", self.on_target),
+                                 LATCHED)
+        self.create_subscription(Header, "/episode/start", parsed(self, episode_start, "episode start",
+                                                                  self.on_episode), LATCHED)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
                                f"infer {self.infer_mode}, target {'yes' if self.wants_target else 'no'}")
@@ -136,29 +105,16 @@ class PolicyNode(Node):
         self.matcher.add(camera, seconds_of(message.header.stamp), image)
         self.try_answer()
 
-    def on_joints(self, message: JointState) -> None:
-        try:
-            positions = joint_positions(message, self.joint_names)
-        except MessageError as error:
-            self.get_logger().error(f"dropped joint state: {error}", throttle_duration_sec=2.0)
-            return
-        self.matcher.add("joints", seconds_of(message.header.stamp), positions)
+    def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
+        self.matcher.add("joints", *joints)
         self.try_answer()
 
-    def on_target(self, message: PointStamped) -> None:
-        try:
-            self.target = target_point(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped target: {error}")
-            return
+    def on_target(self, target: tuple[float, np.ndarray]) -> None:
+        self.target = target
         self.try_answer()
 
-    def on_episode(self, message: Header) -> None:
-        try:
-            self.episode_start_s, info = episode_start(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped episode start: {error}")
-            return
+    def on_episode(self, start: tuple[float, dict]) -> None:
+        self.episode_start_s, info = start
         self.task = str(info.get("task", ""))
         self.policy.reset()
         self.matcher.clear()

@@ -20,7 +20,11 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
         rclpy.try_shutdown()
         sys.exit(2)
     try:
-        rclpy.spin(node)
+        done = getattr(node, "done", None)  # a node whose work ends (the sim's episodes) completes this future
+        if done is not None:
+            rclpy.spin_until_future_complete(node, done)
+        else:
+            rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException, SystemExit):
         pass
     finally:

@@ -18,9 +18,9 @@ from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
     TABLE_FRAME,
-    MessageError,
     episode_start,
     header,
+    parsed,
     point_message,
     scene_objects,
 )
@@ -45,30 +45,24 @@ class SelectorNode(Node):
         self.status_pub = self.create_publisher(String, "/target/status", LATCHED)
         self.marker_pub = self.create_publisher(MarkerArray, "/target/attention", LATCHED)
         self.create_subscription(String, "/target/request", self.on_request, RELIABLE)
-        self.create_subscription(Header, "/episode/start", self.on_episode, LATCHED)
-        self.create_subscription(MarkerArray, "/scene/objects", self.on_scene, LATCHED)
+        self.create_subscription(Header, "/episode/start",
+                                 parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
+        self.create_subscription(MarkerArray, "/scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
+                                 LATCHED)
 
     def on_request(self, message: String) -> None:
         self.request = message.data.strip()
         self.answer()
 
-    def on_episode(self, message: Header) -> None:
-        try:
-            start_s, info = episode_start(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped episode start: {error}")
-            return
+    def on_episode(self, start: tuple[float, dict]) -> None:
+        start_s, info = start
         kind = requested_kind(info.get("task", ""))
         if kind:
             self.request, self.episode_s = kind, start_s
             self.answer()
 
-    def on_scene(self, message: MarkerArray) -> None:
-        try:
-            self.scene = scene_objects(message)
-        except MessageError as error:
-            self.get_logger().error(f"dropped scene: {error}")
-            return
+    def on_scene(self, scene: tuple[float, list]) -> None:
+        self.scene = scene
         self.answer()
 
     def answer(self) -> None:

@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from act_node.tabletop.robot import Robot
+    from act_node.tabletop.world import World
+
 NEAR_M, FAR_M = 0.01, 3.0
+# The cameras this table-top has: fixed ones by eye and look-at point (table frame, metres), arm ones by link.
+CAMERAS = {
+    "front": dict(eye=(0.5, 0.52, 0.34), target=(0.5, 0.2, 0.0), fov_y_deg=50.0),  # across the table, at the reach
+    "top": dict(eye=(0.5, 0.2, 0.75), target=(0.5, 0.2, 0.0), fov_y_deg=40.0),  # straight down over the reach
+    "wrist": dict(link="wrist_camera", fov_y_deg=70.0),  # on the gripper, looking along the jaws
+}
 
 
 @dataclass(frozen=True)
@@ -74,3 +85,44 @@ def link_optical(link_rotation: np.ndarray) -> np.ndarray:
     """A camera link looks along its +x with +z up: its optical frame (x right, y down, z forward)."""
     x, _, z = link_rotation.T
     return np.stack([np.cross(x, z), -z, x], axis=1)
+
+
+def camera_specs(names: tuple[str, ...] | list[str], height: int, width: int) -> list[CameraSpec]:
+    """The named cameras of `CAMERAS` at one image size."""
+    unknown = [name for name in names if name not in CAMERAS]
+    if unknown:
+        raise ValueError(f"unknown cameras {unknown}; expected some of {list(CAMERAS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"cameras must be distinct, got {list(names)}")
+    return [CameraSpec(name, height, width, **CAMERAS[name]) for name in names]
+
+
+class CameraRig:
+    """The cameras in a world: where each is now and what it sees."""
+
+    def __init__(self, world: World, robot: Robot, specs: list[CameraSpec]):
+        self.world, self.robot = world, robot
+        self.specs = {spec.name: spec for spec in specs}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+    def pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Position (3,) and optical rotation (3, 3) in the table frame (x right, y down, z forward)."""
+        camera = self.specs[name]
+        if camera.link is None:
+            eye = np.array(camera.eye)
+            return eye, look_at(eye, np.array(camera.target))
+        position, rotation = self.robot.link_pose(camera.link)
+        return position, link_optical(rotation)
+
+    def render(self, names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """{camera: (H, W, 3) uint8} for the named cameras (default: all)."""
+        images = {}
+        for name in self.names if names is None else names:
+            camera = self.specs[name]
+            position, optical = self.pose(name)
+            images[name] = self.world.render(view_matrix(position, optical), camera.projection(), camera.width,
+                                             camera.height)
+        return images

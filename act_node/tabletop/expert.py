@@ -21,6 +21,7 @@ from act_node import so101
 from act_node.tabletop import kinematics
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.objects import ObjectKind
+from act_node.tabletop.objects import kind as object_kind
 from act_node.tabletop.world import ARM_BASE_YAW, table_to_arm
 
 APPROACH_ABOVE_M = 0.05
@@ -49,8 +50,7 @@ def gripper_opening_command(kind: ObjectKind) -> float:
     clear = kind.width_m + FIXED_JAW_GAP_M + MOVING_JAW_GAP_M
     top_reach = JAW_REACH_M - max(kind.height_m - kind.grasp_height_m, 0.0)  # pivot to the object's top
     angle = math.asin(min(clear / min(JAW_REACH_M, max(top_reach, 1e-3)), 1.0))
-    low, high = so101.LOWER_RAD[so101.GRIPPER], so101.UPPER_RAD[so101.GRIPPER]
-    return 100.0 * (angle - low) / (high - low)
+    return float(so101.gripper_to_lerobot(angle))
 
 
 def smoothstep(s: float) -> float:
@@ -123,8 +123,7 @@ def _place_jaws(centre: np.ndarray, closing_yaw: float, width: float, grasp_z: f
         along_reach = abs(math.cos(side_yaw - joints[0]))
         offset = width / 2 + FIXED_JAW_GAP_M + TILT_LEVER_M * math.sin(tilt) * along_reach
         tcp = centre - offset * side
-    low, high = so101.LOWER_RAD[so101.GRIPPER], so101.UPPER_RAD[so101.GRIPPER]
-    gap = JAW_REACH_M * math.sin(low + open_cmd / 100 * (high - low))
+    gap = JAW_REACH_M * math.sin(so101.gripper_from_lerobot(open_cmd))
     jaw_ends = (tcp - JAW_THICKNESS_M * side, tcp + (gap + JAW_THICKNESS_M) * side)
     clearance = min((_distance_to_segment(table_to_arm(n.xy), *jaw_ends) - n.footprint_m for n in neighbours),
                     default=1.0)
@@ -143,6 +142,20 @@ def _least_tilt(tcp: np.ndarray, heights: tuple[float, ...], closing_yaw: float)
     return kinematics.top_down_ik(np.array([*tcp, max(heights)]), closing_yaw, 0.0)  # raises
 
 
+def plan_for_scene(start: np.ndarray, target_xy: np.ndarray, request: str,
+                   objects: list[tuple[str, float, float, float]], fps: float) -> np.ndarray:
+    """The pick of the requested kind among `objects` [(kind, x, y, yaw)] as they stand (table frame), from
+    the joints at `start` (6,) in LeRobot units: (steps, 6) LeRobot units. The gym expert and the expert node
+    both plan through here. ValueError when the scene does not hold exactly one object of that kind."""
+    mine = [o for o in objects if o[0] == request]
+    if len(mine) != 1:
+        raise ValueError(f"the scene has {len(mine)} objects of kind {request!r} (kinds: "
+                         f"{[o[0] for o in objects]}): no plan")
+    neighbours = [Neighbour(np.array([x, y]), object_kind(kind).footprint_m) for kind, x, y, _ in objects
+                  if kind != request]
+    return plan_pick(start, target_xy, object_kind(request), mine[0][3], neighbours, fps)
+
+
 class ScriptedExpert:
     """The planner as a policy over the env: `reset(observation)` after each env reset, then
     `act(observation)` each step (or `chunk(observation, n)` for the next n actions)."""
@@ -154,11 +167,11 @@ class ScriptedExpert:
         self.step = 0
 
     def reset(self, observation: dict) -> None:
-        scene = self.env.scene
-        _, yaw = self.env.world.object_pose(scene.target)
-        neighbours = [Neighbour(o.xy, o.kind.footprint_m) for o in scene.objects if o is not scene.target]
-        self.plan = plan_pick(observation["agent_pos"], observation["environment_state"], scene.target.kind, yaw,
-                              neighbours, self.fps)
+        """Plan from the observation (joints, target) and, privileged, the objects as they stand."""
+        objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
+                   for o in self.env.table.task.object_states()]
+        self.plan = plan_for_scene(observation["agent_pos"], observation["environment_state"], self.env.scene.request,
+                                   objects, self.fps)
         self.step = 0
 
     def act(self, observation: dict) -> np.ndarray:

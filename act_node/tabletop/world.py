@@ -1,4 +1,4 @@
-"""The PyBullet world: one client, the table, the arm and the objects. Nothing else calls pybullet.
+"""The PyBullet world: the one class that calls pybullet. The robot, the task and the cameras ask it.
 
 Frames: the table frame is the world frame; origin at a table corner, x and y in [0, 1] m along its
 edges, z up, the table top at z = 0. The arm's base stands on the near edge's middle, facing +y.
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pybullet
 
-from act_node import so101
-from act_node.paths import share_dir
 from act_node.tabletop.objects import ObjectKind
 
 TABLE_SIZE_M = 1.0
@@ -24,7 +24,6 @@ ARM_BASE_XY = np.array([0.5, 0.06])  # the arm's base on the table, metres
 ARM_BASE_YAW = math.pi / 2  # facing +y, into the table
 PHYSICS_HZ = 240
 FRICTION = 1.0
-JAW_FRICTION = 2.0  # rubber pads; pybullet multiplies the two bodies' coefficients
 
 
 @dataclass
@@ -54,18 +53,15 @@ class Client:
 
 
 class World:
-    """Owns the pybullet client. `build()` starts from an empty simulation, so a seed fully fixes a scene."""
+    """Owns the pybullet client: the table, bodies, joints, stepping, contacts and rendering.
+    `clear()` starts from an empty simulation, so a seed fully fixes what is built after it."""
 
     def __init__(self, physics_hz: int = PHYSICS_HZ):
-        self.client = Client()
         if not pybullet.isNumpyEnabled():
             raise RuntimeError("pybullet was built without numpy (isNumpyEnabled() == 0): images would come back as "
                                "Python lists; rebuild it with `pip install --no-build-isolation pybullet` after numpy")
+        self.client = Client()
         self.physics_hz = physics_hz
-        self.arm = -1
-        self.joints: list[int] = []
-        self.links: dict[str, int] = {}
-        self.objects: list[PlacedObject] = []
 
     def close(self) -> None:
         if self.client is not None:
@@ -79,63 +75,48 @@ class World:
             pass
 
     # --- building ------------------------------------------------------------------------------------
-    def build(self, objects: list[PlacedObject], joints_rad: np.ndarray) -> None:
-        """An empty world, then the table, the arm at `joints_rad` (6,) and the objects."""
+    def clear(self) -> None:
+        """An empty simulation with gravity and this world's fixed time step."""
         c = self.client
         c.resetSimulation()
         c.setGravity(0, 0, -9.81)
         c.setPhysicsEngineParameter(fixedTimeStep=1.0 / self.physics_hz, numSolverIterations=60,
                                     deterministicOverlappingPairs=1)
-        with self.no_rendering():
-            self._add_table()
-            self._add_arm(joints_rad)
-            self.objects = objects
-            for placed in objects:
-                placed.body = self._add_object(placed)
 
     @contextmanager
-    def no_rendering(self):
+    def no_rendering(self) -> Iterator[None]:
         self.client.configureDebugVisualizer(pybullet.COV_ENABLE_RENDERING, 0)
         try:
             yield
         finally:
             self.client.configureDebugVisualizer(pybullet.COV_ENABLE_RENDERING, 1)
 
-    def _add_table(self) -> None:
+    def add_table(self) -> None:
         c = self.client
         half = [TABLE_SIZE_M / 2, TABLE_SIZE_M / 2, TABLE_THICKNESS_M / 2]
         shape = c.createCollisionShape(pybullet.GEOM_BOX, halfExtents=half)
         visual = c.createVisualShape(pybullet.GEOM_BOX, halfExtents=half, rgbaColor=[0.78, 0.66, 0.5, 1])
-        self.table = c.createMultiBody(0, shape, visual, [TABLE_SIZE_M / 2, TABLE_SIZE_M / 2, -TABLE_THICKNESS_M / 2])
-        c.changeDynamics(self.table, -1, lateralFriction=FRICTION)
+        table = c.createMultiBody(0, shape, visual, [TABLE_SIZE_M / 2, TABLE_SIZE_M / 2, -TABLE_THICKNESS_M / 2])
+        c.changeDynamics(table, -1, lateralFriction=FRICTION)
         floor = c.createVisualShape(pybullet.GEOM_BOX, halfExtents=[3, 3, 0.01], rgbaColor=[0.35, 0.35, 0.38, 1])
         c.createMultiBody(0, -1, floor, [0.5, 0.5, -0.76])  # seen by the cameras only
 
-    def _add_arm(self, joints_rad: np.ndarray) -> None:
+    def load_urdf(self, path: Path, xy: np.ndarray, yaw: float) -> tuple[int, dict[str, int], dict[str, int]]:
+        """A fixed-base body: (body, {joint name: index}, {link name: index})."""
+        if not path.is_file():
+            raise FileNotFoundError(f"robot description missing: {path}")
         c = self.client
-        urdf = share_dir() / "sim" / "so101.urdf"
-        if not urdf.is_file():
-            raise FileNotFoundError(f"arm description missing: {urdf}")
-        orientation = c.getQuaternionFromEuler([0, 0, ARM_BASE_YAW])
-        self.arm = c.loadURDF(str(urdf), [*ARM_BASE_XY, 0.0], orientation, useFixedBase=True,
-                              flags=pybullet.URDF_USE_INERTIA_FROM_FILE)
-        names = {}
-        for index in range(c.getNumJoints(self.arm)):
-            info = c.getJointInfo(self.arm, index)
-            names[info[1].decode()] = index
-            self.links[info[12].decode()] = index
-        missing = [name for name in so101.JOINT_NAMES if name not in names]
-        if missing:
-            raise ValueError(f"{urdf} lacks joints {missing}")
-        self.joints = [names[name] for name in so101.JOINT_NAMES]
-        for joint, angle in zip(self.joints, joints_rad):
-            c.resetJointState(self.arm, joint, float(angle))
-            c.changeDynamics(self.arm, joint, maxJointVelocity=so101.MAX_VELOCITY_RAD_S)
-        for jaw in ("gripper_body", "moving_jaw"):
-            c.changeDynamics(self.arm, self.links[jaw], lateralFriction=JAW_FRICTION, spinningFriction=0.003)
-        self.command(joints_rad)
+        body = c.loadURDF(str(path), [*xy, 0.0], c.getQuaternionFromEuler([0, 0, yaw]), useFixedBase=True,
+                          flags=pybullet.URDF_USE_INERTIA_FROM_FILE)
+        joints, links = {}, {}
+        for index in range(c.getNumJoints(body)):
+            info = c.getJointInfo(body, index)
+            joints[info[1].decode()] = index
+            links[info[12].decode()] = index
+        return body, joints, links
 
-    def _add_object(self, placed: PlacedObject) -> int:
+    def add_object(self, placed: PlacedObject) -> int:
+        """The object's parts as one body standing on the table; returns the body id (also set on `placed`)."""
         c = self.client
         collision, visual = [], []
         for part in placed.kind.parts:
@@ -170,41 +151,52 @@ class World:
             c.changeDynamics(body, link, lateralFriction=FRICTION,
                              rollingFriction=0.002 if placed.kind.round_ else 0.0,
                              spinningFriction=0.002 if placed.kind.round_ else 0.0)
+        placed.body = body
         return body
 
-    # --- arm ---------------------------------------------------------------------------------------
-    def command(self, joints_rad: np.ndarray) -> None:
-        """Position targets (6,) radians; the servos' torque and speed limits apply."""
-        c = self.client
-        for joint, target in zip(self.joints, joints_rad):
-            c.setJointMotorControl2(self.arm, joint, pybullet.POSITION_CONTROL, targetPosition=float(target),
-                                    force=so101.MAX_TORQUE_NM, maxVelocity=so101.MAX_VELOCITY_RAD_S,
-                                    positionGain=0.6, velocityGain=1.0)
+    # --- joints ------------------------------------------------------------------------------------
+    def joint_limits(self, body: int, joint: int) -> tuple[float, float, float, float]:
+        """(lower, upper, max force, max velocity) as the robot description gives them."""
+        info = self.client.getJointInfo(body, joint)
+        return info[8], info[9], info[10], info[11]
 
-    def joint_positions(self) -> np.ndarray:
-        """(6,) radians."""
-        return np.array([state[0] for state in self.client.getJointStates(self.arm, self.joints)])
+    def reset_joint(self, body: int, joint: int, angle: float) -> None:
+        self.client.resetJointState(body, joint, float(angle))
 
-    def joint_velocities(self) -> np.ndarray:
-        return np.array([state[1] for state in self.client.getJointStates(self.arm, self.joints)])
+    def set_link_dynamics(self, body: int, link: int, **dynamics: float) -> None:
+        self.client.changeDynamics(body, link, **dynamics)
 
-    def link_pose(self, link: str) -> tuple[np.ndarray, np.ndarray]:
-        """World position (3,) and rotation matrix (3, 3) of a named link."""
-        state = self.client.getLinkState(self.arm, self.links[link], computeForwardKinematics=True)
+    def drive_joints(self, body: int, joints: list[int], targets: np.ndarray, force: float, max_velocity: float,
+                     position_gain: float, velocity_gain: float) -> None:
+        """Position control towards `targets` (radians), with the given torque and speed limits."""
+        for joint, target in zip(joints, targets):
+            self.client.setJointMotorControl2(body, joint, pybullet.POSITION_CONTROL, targetPosition=float(target),
+                                              force=force, maxVelocity=max_velocity, positionGain=position_gain,
+                                              velocityGain=velocity_gain)
+
+    def joint_states(self, body: int, joints: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and velocities (len(joints),), radians and rad/s."""
+        states = self.client.getJointStates(body, joints)
+        return np.array([s[0] for s in states]), np.array([s[1] for s in states])
+
+    def link_pose(self, body: int, link: int) -> tuple[np.ndarray, np.ndarray]:
+        """World position (3,) and rotation matrix (3, 3) of a link."""
+        state = self.client.getLinkState(body, link, computeForwardKinematics=True)
         rotation = np.array(self.client.getMatrixFromQuaternion(state[5])).reshape(3, 3)
         return np.array(state[4]), rotation
+
+    # --- bodies, contacts, time ----------------------------------------------------------------------
+    def body_pose(self, body: int) -> tuple[np.ndarray, float]:
+        """Base position (3,) metres and yaw (radians) of a body."""
+        position, orientation = self.client.getBasePositionAndOrientation(body)
+        return np.array(position), self.client.getEulerFromQuaternion(orientation)[2]
+
+    def touching(self, body_a: int, link_a: int, body_b: int) -> bool:
+        return len(self.client.getContactPoints(body_a, body_b, linkIndexA=link_a)) > 0
 
     def step(self, substeps: int) -> None:
         for _ in range(substeps):
             self.client.stepSimulation()
-
-    # --- objects -----------------------------------------------------------------------------------
-    def object_pose(self, placed: PlacedObject) -> tuple[np.ndarray, float]:
-        position, orientation = self.client.getBasePositionAndOrientation(placed.body)
-        return np.array(position), self.client.getEulerFromQuaternion(orientation)[2]
-
-    def touches(self, placed: PlacedObject, link: str) -> bool:
-        return len(self.client.getContactPoints(self.arm, placed.body, linkIndexA=self.links[link])) > 0
 
     def save_state(self) -> int:
         return self.client.saveState()

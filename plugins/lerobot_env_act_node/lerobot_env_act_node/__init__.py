@@ -11,8 +11,8 @@ from lerobot.envs.configs import EnvConfig
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
+from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, GraphConfig
 from act_node.tabletop import ENV_ID
-from act_node.tabletop.env import FPS, MAX_STEPS
 
 
 @EnvConfig.register_subclass("act_node_pick")
@@ -20,16 +20,19 @@ from act_node.tabletop.env import FPS, MAX_STEPS
 class ActNodePickEnv(EnvConfig):
     task: str | None = "PickObject-v0"
     fps: int = FPS
-    episode_length: int = MAX_STEPS
+    episode_length: int = EPISODE_STEPS
     objects: int = 4
-    cameras: str = "front,wrist"  # comma-separated: front, top, wrist
-    observation_height: int = 240
-    observation_width: int = 320
+    cameras: str = ",".join(DEFAULT_CAMERAS)  # comma-separated: front, top, wrist
+    observation_height: int = SIM_IMAGE_SIZE[0]
+    observation_width: int = SIM_IMAGE_SIZE[1]
     target_source: str = "selector"  # or "truth"
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
+        self.graph = GraphConfig(objects=self.objects, cameras=self.cameras, image_height=self.observation_height,
+                                 image_width=self.observation_width, max_steps=self.episode_length,
+                                 target_source=self.target_source, fps=self.fps)  # checks every field
         self.features = {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(len(so101.JOINT_NAMES),)),
             "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(so101.JOINT_NAMES),)),
@@ -44,7 +47,7 @@ class ActNodePickEnv(EnvConfig):
 
     @property
     def camera_names(self) -> tuple[str, ...]:
-        return tuple(name.strip() for name in self.cameras.split(",") if name.strip())
+        return self.graph.cameras
 
     @property
     def package_name(self) -> str:
@@ -56,6 +59,4 @@ class ActNodePickEnv(EnvConfig):
 
     @property
     def gym_kwargs(self) -> dict:
-        return {"objects": self.objects, "cameras": self.camera_names,
-                "image_size": (self.observation_height, self.observation_width), "fps": self.fps,
-                "max_steps": self.episode_length, "target_source": self.target_source}
+        return self.graph.env_kwargs()

@@ -1,0 +1,166 @@
+"""One validated configuration of the graph and its facts, each defined once.
+
+`GraphConfig` is what a user chooses (launch arguments, `act-sim eval` flags, the LeRobot env plugin's
+fields): it checks itself when made, and produces everything downstream from the same values:
+
+    GraphConfig.launch_arguments()      name -> (default text, description): sim.launch.py and act-sim launch
+    GraphConfig.from_arguments({...})   launch-argument strings -> a checked config
+    config.env_kwargs()                 PickObjectEnv's keyword arguments (in-process eval, the LeRobot plugin)
+    config.sim_parameters(), ...        each node's ROS parameters (act_node.nodes.graph)
+
+Defaults, and why:
+- 30 fps: LeRobot's SO-101 recording rate; the sim steps physics at 240 Hz, 8 substeps a tick.
+- chunk 100, re-plan every 30 ticks: ACT's chunk; once a second at 30 fps (the grasp takes about 4 s).
+- episodes of 300 ticks (10 s): the expert needs about 5 s.
+- velocity bound: the STS3215's no-load speed (act_node.so101).
+- images: 240x320 for the sim's own views and videos, 120x160 for training and the graph's default policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from act_node import so101
+from act_node.tabletop.cameras import CAMERAS
+
+FPS = 30
+CHUNK_SIZE = 100
+REPLAN_EVERY = 30  # ACT's n_action_steps and the expert's cadence
+EPISODE_STEPS = 300
+DEFAULT_CAMERAS = ("front", "wrist")
+SIM_IMAGE_SIZE = (240, 320)
+TRAIN_IMAGE_SIZE = (120, 160)
+POLICIES = ("act", "expert")
+CLOCKS = ("lockstep", "realtime")
+MERGE_RULES = ("replace", "average", "ensemble")
+TARGET_SOURCES = ("selector", "truth")
+
+
+def _argument(default, description: str, **limits):
+    return field(default=default, metadata={"description": description, **limits})
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    policy: str = _argument("expert", "act (a checkpoint) or expert (the scripted expert)", choices=POLICIES)
+    checkpoint: str = _argument("", "LeRobot pretrained_model folder (policy:=act)")
+    clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
+    cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERAS)}")
+    image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
+    image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
+    objects: int = _argument(4, "objects on the table", low=1, high=8)
+    episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
+    first_seed: int = _argument(0, "seed of the first episode", low=0)
+    replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "
+                                     "the expert)", low=0)
+    merge: str = _argument("replace", "chunk merge rule: replace, average, ensemble", choices=MERGE_RULES)
+    max_velocity: float = _argument(so101.MAX_VELOCITY_RAD_S, "joint velocity bound in rad/s applied by the sim's "
+                                    "executor (the STS3215's no-load speed)", low=0.0)
+    max_steps: int = _argument(EPISODE_STEPS, "steps before an episode is cut off", low=1)
+    target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
+                                   "truth (the sim's scene)", choices=TARGET_SOURCES)
+    device: str = _argument("cpu", "torch device for the policy")
+    video_dir: str = _argument("", "write each episode's result (JSON) and video here")
+    record_video: bool = _argument(True, "write the videos too (false: results only)")
+    fps: int = FPS
+    chunk_size: int = CHUNK_SIZE
+
+    def __post_init__(self):
+        if isinstance(self.cameras, str):  # launch arguments and flags give "front,wrist"
+            object.__setattr__(self, "cameras", tuple(c.strip() for c in self.cameras.split(",") if c.strip()))
+        problems = []
+        for spec in dataclasses.fields(self):
+            value, meta = getattr(self, spec.name), spec.metadata
+            if "choices" in meta and value not in meta["choices"]:
+                problems.append(f"{spec.name} must be one of {', '.join(meta['choices'])}, got {value!r}")
+            if "low" in meta and value < meta["low"]:
+                problems.append(f"{spec.name} must be at least {meta['low']}, got {value}")
+            if "high" in meta and value > meta["high"]:
+                problems.append(f"{spec.name} must be at most {meta['high']}, got {value}")
+        unknown = [c for c in self.cameras if c not in CAMERAS]
+        if unknown or not self.cameras or len(set(self.cameras)) != len(self.cameras):
+            problems.append(f"cameras must be distinct names among {', '.join(CAMERAS)}, got {list(self.cameras)}")
+        if self.policy == "act" and not self.checkpoint:
+            problems.append("policy:=act needs checkpoint:=<pretrained_model folder>")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    # --- from and to launch arguments --------------------------------------------------------------
+    @classmethod
+    def launch_arguments(cls) -> dict[str, tuple[str, str]]:
+        """Every launch argument: name -> (default as text, description)."""
+        return {spec.name: (_text(spec.default), spec.metadata["description"])
+                for spec in dataclasses.fields(cls) if "description" in spec.metadata}
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, str]) -> GraphConfig:
+        """A checked config from launch-argument strings (name:=value); unknown names are refused."""
+        known = cls.launch_arguments()
+        unknown = sorted(set(arguments) - set(known))
+        if unknown:
+            raise ValueError(f"unknown launch arguments {unknown}; known: {sorted(known)}")
+        values = {}
+        for spec in dataclasses.fields(cls):
+            if spec.name in arguments:
+                values[spec.name] = _parse(spec.name, str(arguments[spec.name]), spec.default)
+        return cls(**values)
+
+    # --- what it produces ----------------------------------------------------------------------------
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return self.image_height, self.image_width
+
+    def replan_ticks(self) -> int:
+        """The chunk cadence the policy and the sim share: given, the checkpoint's n_action_steps, or the expert's."""
+        if self.replan_every:
+            return self.replan_every
+        if self.policy == "act":
+            return checkpoint_n_action_steps(self.checkpoint)
+        return REPLAN_EVERY
+
+    def stale_after_s(self) -> float:
+        """A chunk must stay usable until the next one is due, with a tick to spare (at least a second)."""
+        return max(1.0, (self.replan_ticks() + 1) / self.fps)
+
+    def env_kwargs(self) -> dict:
+        """PickObjectEnv's keyword arguments."""
+        return dict(objects=self.objects, cameras=self.cameras, image_size=self.image_size, fps=self.fps,
+                    max_steps=self.max_steps, target_source=self.target_source)
+
+    def replace(self, **changes) -> GraphConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def checkpoint_n_action_steps(checkpoint: str | Path) -> int:
+    config = Path(checkpoint) / "config.json"
+    try:
+        return int(json.loads(config.read_text())["n_action_steps"])
+    except (OSError, KeyError, ValueError) as error:
+        raise ValueError(f"cannot read n_action_steps from {config}: {error}") from None
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def _parse(name: str, text: str, default):
+    """A launch argument's text as the type of its default; a clear error naming the argument."""
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text.lower() == "true"
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError as error:
+        raise ValueError(f"launch argument {name}:={text!r} is not a {type(default).__name__} ({error})") from None
+    return text

@@ -1,0 +1,114 @@
+"""The pick task: which objects stand where, which one is asked for, and how well the arm is doing.
+
+`reset` samples the scene (act_node.tabletop.scene) and puts it in the world; then the task judges:
+success is the requested object at least 5 cm above where it settled, held by both jaws; the dense
+reward in [0, 1] gives 0.3 for closing in on the object, 0.2 for holding it and 0.5 for lifting it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from act_node.selector import Selector
+from act_node.tabletop.robot import JAW_LINKS, Robot
+from act_node.tabletop.scene import Scene, sample_scene
+from act_node.tabletop.world import World
+
+LIFT_SUCCESS_M = 0.05
+REACH_SCALE_PER_M = 10.0  # the reach term is 1 - tanh(10 * distance): half at about 5 cm
+REWARD_WEIGHTS = dict(reach=0.3, held=0.2, lift=0.5)
+
+
+@dataclass(frozen=True)
+class ObjectState:
+    """An object as it stands now: kind, position (3,) metres and yaw (radians), table frame."""
+
+    kind: str
+    position: np.ndarray
+    yaw: float
+    height_m: float
+    footprint_m: float
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    """Where the policy is told the target is: (x, y) metres, how far that is from the truth, and whether the
+    Selector found the requested kind (if not, the truth stands in and the miss is counted)."""
+
+    xy: np.ndarray
+    error_m: float
+    selector_found: bool = True
+
+
+class PickTask:
+    def __init__(self, world: World, robot: Robot):
+        self.world = world
+        self.robot = robot
+        self.scene: Scene | None = None
+        self.start_heights: dict[str, float] = {}
+
+    def sample(self, rng: np.random.Generator, objects: int, request: str | None = None) -> Scene:
+        self.scene = sample_scene(rng, objects, request=request)
+        return self.scene
+
+    def place(self) -> None:
+        """Put the sampled scene's objects in the world (after the robot: body ids follow build order)."""
+        for placed in self.scene.objects:
+            self.world.add_object(placed)
+
+    def settled(self) -> None:
+        """Call once the objects have settled: success is measured from these heights."""
+        self.start_heights = {o.kind.name: self.world.body_pose(o.body)[0][2] for o in self.scene.objects}
+
+    @property
+    def task(self) -> str:
+        return self.scene.task if self.scene else ""
+
+    def object_states(self) -> list[ObjectState]:
+        """Every object as it stands now."""
+        states = []
+        for placed in self.scene.objects:
+            position, yaw = self.world.body_pose(placed.body)
+            states.append(ObjectState(placed.kind.name, position, yaw, placed.kind.height_m, placed.kind.footprint_m))
+        return states
+
+    def target_pose(self) -> tuple[np.ndarray, float]:
+        """The requested object's position (3,) and yaw now."""
+        return self.world.body_pose(self.scene.target.body)
+
+    def choose_target(self, selector: Selector | None) -> TargetChoice:
+        """The target (x, y) from the Selector over the scene's tokens, or the truth when `selector` is None."""
+        truth = self.scene.target.xy
+        if selector is None:
+            return TargetChoice(truth.copy(), 0.0)
+        tokens = [(o.kind.name, float(o.xy[0]), float(o.xy[1])) for o in self.scene.objects]
+        choice = selector.select(tokens, self.scene.request)
+        if not choice.found:  # the kind is on the table by construction: a Selector miss, reported by the caller
+            return TargetChoice(truth.copy(), math.inf, selector_found=False)
+        selected = np.array(choice.target_xy)
+        return TargetChoice(selected, float(np.hypot(*(selected - truth))))
+
+    # --- judging ---------------------------------------------------------------------------------------
+    def lift_m(self) -> float:
+        target = self.scene.target
+        return float(self.world.body_pose(target.body)[0][2] - self.start_heights[target.kind.name])
+
+    def held(self) -> bool:
+        return all(self.robot.touches(self.scene.target.body, jaw) for jaw in JAW_LINKS)
+
+    def is_success(self) -> bool:
+        return self.lift_m() >= LIFT_SUCCESS_M and self.held()
+
+    def reward(self, success: bool) -> float:
+        if success:
+            return 1.0
+        tcp, _ = self.robot.link_pose("tcp")
+        position, _ = self.target_pose()
+        grasp = np.array([position[0], position[1], self.scene.target.kind.grasp_height_m])
+        reach = 1.0 - math.tanh(REACH_SCALE_PER_M * float(np.linalg.norm(tcp - grasp)))
+        held = self.held()
+        lift = min(max(self.lift_m(), 0.0) / LIFT_SUCCESS_M, 1.0) if held else 0.0
+        return REWARD_WEIGHTS["reach"] * reach + REWARD_WEIGHTS["held"] * held + REWARD_WEIGHTS["lift"] * lift

@@ -1,0 +1,125 @@
+"""The sim's clock and episodes without ROS: lockstep readiness, holds, clamps, episode results, videos."""
+
+import math
+
+import numpy as np
+import pytest
+
+from act_node import so101
+from act_node.config import GraphConfig
+from act_node.stepping import SimEpisodes, VideoWriter
+from act_node.tabletop.env import PickObjectEnv
+from act_node.tabletop.expert import ScriptedExpert, plan_window
+
+TINY = dict(image_height=48, image_width=64, objects=2)
+
+
+@pytest.fixture
+def sim():
+    episodes = SimEpisodes(GraphConfig(replan_every=10, max_steps=40, episodes=2, **TINY))
+    yield episodes
+    episodes.close()
+
+
+def hold_chunk(sim, stamp_s, steps=20):
+    """A chunk that holds the arm where it is, stamped `stamp_s`."""
+    return stamp_s, np.tile(sim.joint_state()[0], (steps, 1))
+
+
+def test_lockstep_waits_for_the_chunk_answering_each_replan_tick(sim):
+    start = sim.start_episode()
+    assert start.episode == 1 and start.seed == 0 and start.task.startswith("pick up the ")
+    assert not sim.ready(), "nothing queued yet"
+    sim.add_chunk(*hold_chunk(sim, sim.now_s))
+    for _ in range(10):
+        assert sim.ready()
+        assert not sim.step().held
+    # tick 10 is a re-plan tick: the old chunk still has a step for it, but the answer to tick 10 must come
+    assert sim.executor.has_step(sim.now_s) and not sim.ready()
+    sim.add_chunk(*hold_chunk(sim, sim.now_s - 1 / sim.fps))  # an answer to an older observation: not enough
+    assert not sim.ready()
+    sim.add_chunk(*hold_chunk(sim, sim.now_s))
+    assert sim.ready()
+
+
+def test_a_missing_chunk_holds_the_arm_and_is_counted(sim):
+    sim.start_episode()
+    start = sim.joint_state()[0]
+    ticks = [sim.step() for _ in range(5)]
+    assert all(t.held and t.reason in ("no step queued", "chunk stale") for t in ticks)
+    assert np.abs(sim.joint_state()[0] - start).max() < math.radians(2.0)
+    assert sim.held_ticks == 5
+
+
+def test_clamps_are_counted_in_the_episode_result(sim):
+    sim.start_episode()
+    here = sim.joint_state()[0]
+    far = np.tile(here + np.array([1.0, 0, 0, 0, 0, 0]), (40, 1))  # 1 rad away: over the velocity bound
+    sim.add_chunk(sim.now_s, far)
+    tick = None
+    while tick is None or not tick.done:
+        tick = sim.step()
+    result = tick.result
+    assert result.steps == 40 and not result.success
+    assert result.clamped_ticks > 0 and result.clamped_joints >= result.clamped_ticks
+    # the chunk goes stale 1 s (30 ticks) after its stamp: from then on the arm holds, though steps remain
+    assert sim.executor.stale_after_s == 1.0 and result.held_ticks == 40 - 31
+    assert result.target_error_m is None, "no target point was given"
+
+
+def test_episodes_count_down_and_report_the_target_error(sim):
+    for episode in (1, 2):
+        start = sim.start_episode()
+        assert start.episode == episode and start.seed == episode - 1
+        truth = sim.table.task.scene.target.xy
+        assert not sim.target_given(start.stamp_s - 1.0, truth), "a point from before the episode is refused"
+        assert sim.target_given(start.stamp_s, truth + np.array([0.03, 0.04]))
+        tick = None
+        while tick is None or not tick.done:
+            tick = sim.step()
+        assert tick.result.target_error_m == pytest.approx(0.05)
+    assert sim.finished
+    with pytest.raises(RuntimeError, match="no episode is running"):
+        sim.step()
+
+
+def test_stepping_in_radians_matches_the_gym_env_in_lerobot_units():
+    """The sim node's path (radians, the executor) and the env's path (LeRobot units) are one simulation."""
+    config = GraphConfig(replan_every=30, max_steps=60, max_velocity=1e9, target_source="truth", **TINY)
+    env = PickObjectEnv(**config.env_kwargs())
+    observation, _ = env.reset(seed=3)
+    expert = ScriptedExpert(env)
+    expert.reset(observation)
+    env_rewards = []
+    for _ in range(60):
+        observation, reward, *_ = env.step(expert.act(observation))
+        env_rewards.append(reward)
+    env.close()
+
+    sim = SimEpisodes(config.replace(first_seed=3))
+    sim.start_episode()
+    rewards, tick = [], 0
+    while tick < 60:
+        if tick % 30 == 0:
+            sim.add_chunk(sim.now_s, so101.from_lerobot(plan_window(expert.plan, tick, 100)))
+        sim.step()
+        rewards.append(sim.sum_reward)
+        tick += 1
+    sim.close()
+    assert np.diff([0.0, *rewards]) == pytest.approx(env_rewards, abs=1e-6)
+
+
+def test_videos_are_written_off_the_caller_thread_and_failures_reported(tmp_path):
+    import threading
+
+    written = []
+    writer = VideoWriter(30, lambda path, error: written.append((path, error, threading.current_thread().name)))
+    frames = [np.full((32, 48, 3), k, np.uint8) for k in range(0, 250, 25)]
+    writer.submit(frames, tmp_path / "one.mp4")
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file where a folder should be")
+    writer.submit(frames, blocker / "two.mp4")
+    writer.close()
+    assert [(p.name, e is None, t) for p, e, t in written] == [("one.mp4", True, "video_writer"),
+                                                               ("two.mp4", False, "video_writer")]
+    assert (tmp_path / "one.mp4").stat().st_size > 500
