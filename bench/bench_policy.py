@@ -1,8 +1,11 @@
 """Recording, training and inference speed, side by side in one run (compare ratios; machines are noisy).
 
   recording frames/s           expert episodes written with LeRobot's writer (two cameras, 120x160)
-  training steps/s             forward + backward + Adam step of the documented ACT configuration on
-                               batches from that dataset, and of LeRobot's full-size ACT
+  training steps/s             the documented ACT configuration and LeRobot's full-size ACT, each timed
+                               two ways on the same batches: with data loading (LeRobotDataset with the
+                               action chunk's delta timestamps, video decoding, batching, the
+                               preprocessor) and compute only (forward + backward + AdamW on batches
+                               loaded beforehand)
   predict_action_chunk time    through act_node.policy.ChunkPolicy against LeRobot's bare calls
                                (preprocessor, predict_action_chunk, postprocessor) on the same input,
                                interleaved; the ratio should stay within 1.05
@@ -22,27 +25,30 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from act_node.config import TRAIN_IMAGE_SIZE  # noqa: E402
 from act_node.policy import ChunkPolicy, to_batch  # noqa: E402
 from act_node.record import record  # noqa: E402
 from act_node.tabletop.env import PickObjectEnv  # noqa: E402
-from act_node.training import ACT_ARGUMENTS, TRAIN_IMAGE_SIZE  # noqa: E402
+from act_node.training import ACT_ARGUMENTS, act_config  # noqa: E402
 
 FULL_SIZE = {"dim_model": 512, "dim_feedforward": 3200, "n_heads": 8, "n_encoder_layers": 4, "n_decoder_layers": 1}
 DOCUMENTED = {key.removeprefix("policy."): int(value) for key, value in ACT_ARGUMENTS.items()
               if key.removeprefix("policy.") in FULL_SIZE}
 
 
-def make_checkpoint(dataset, sizes: dict, folder: Path) -> Path:
-    """An untrained ACT checkpoint with the dataset's features and stats, saved the way lerobot-train saves."""
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-    from lerobot.policies.factory import make_pre_post_processors
+def policy_features(dataset) -> tuple[dict, dict]:
     from lerobot.utils.feature_utils import dataset_to_policy_features
 
     features = dataset_to_policy_features(dataset.meta.features)
-    config = ACTConfig(input_features={k: v for k, v in features.items() if k != "action"},
-                       output_features={"action": features["action"]}, pretrained_backbone_weights=None,
-                       device="cpu", chunk_size=100, n_action_steps=30, **sizes)
+    return {k: v for k, v in features.items() if k != "action"}, {"action": features["action"]}
+
+
+def make_checkpoint(dataset, sizes: dict, folder: Path) -> Path:
+    """An untrained ACT checkpoint with the dataset's features and stats, saved the way lerobot-train saves."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    config = act_config(*policy_features(dataset), **sizes)
     policy = ACTPolicy(config)
     pre, post = make_pre_post_processors(config, dataset_stats=dataset.meta.stats)
     policy.save_pretrained(folder)
@@ -51,28 +57,19 @@ def make_checkpoint(dataset, sizes: dict, folder: Path) -> Path:
     return folder
 
 
-def training_rate(dataset, sizes: dict, steps: int) -> float:
-    from lerobot.policies.act.configuration_act import ACTConfig
+def training_rates(dataset, sizes: dict, steps: int) -> tuple[float, float]:
+    """Steps/s with data loading, and compute only, over the same `steps` batches."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
     from lerobot.policies.act.modeling_act import ACTPolicy
     from lerobot.policies.factory import make_pre_post_processors
-    from lerobot.utils.feature_utils import dataset_to_policy_features
 
-    features = dataset_to_policy_features(dataset.meta.features)
-    config = ACTConfig(input_features={k: v for k, v in features.items() if k != "action"},
-                       output_features={"action": features["action"]}, pretrained_backbone_weights=None,
-                       device="cpu", chunk_size=100, n_action_steps=30, **sizes)
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
+    config = act_config(*policy_features(dataset), **sizes)
     delta = [i / dataset.fps for i in config.action_delta_indices]
-
     timed = LeRobotDataset(dataset.repo_id, root=dataset.root, delta_timestamps={"action": delta},
                            video_backend="pyav")
-    loader = torch.utils.data.DataLoader(timed, batch_size=int(ACT_ARGUMENTS["batch_size"]), shuffle=True)
-    batches = [b for _, b in zip(range(steps + 1), loader)]
     policy = ACTPolicy(config).train()
     pre, _ = make_pre_post_processors(config, dataset_stats=timed.meta.stats)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-4)
-    prepared = [pre(b) for b in batches]
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.optimizer_lr)
 
     def step(batch):
         loss, _ = policy.forward(batch)
@@ -80,11 +77,23 @@ def training_rate(dataset, sizes: dict, steps: int) -> float:
         loss.backward()
         optimizer.step()
 
-    step(prepared[0])  # warm-up
+    def loader():
+        generator = torch.Generator().manual_seed(0)  # the same batches both times
+        return torch.utils.data.DataLoader(timed, batch_size=int(ACT_ARGUMENTS["batch_size"]), shuffle=True,
+                                           generator=generator)
+
+    batches = iter(loader())
+    step(pre(next(batches)))  # warm-up
     started = time.perf_counter()
-    for batch in prepared[1:]:
+    prepared = []
+    for _, batch in zip(range(steps), batches):
+        prepared.append(pre(batch))
+        step(prepared[-1])
+    with_loading = steps / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for batch in prepared:
         step(batch)
-    return steps / (time.perf_counter() - started)
+    return with_loading, steps / (time.perf_counter() - started)
 
 
 def chunk_times(folder: Path, observation: dict, task: str, repeat: int) -> tuple[float, float]:
@@ -128,8 +137,10 @@ def main() -> None:
               f"({summary.frames} frames, {summary.seconds:.1f} s, 2 cameras {height}x{width})")
         dataset = LeRobotDataset("local/bench", root=root, video_backend="pyav")
         for name, sizes in (("documented", DOCUMENTED), ("full-size", FULL_SIZE)):
-            print(f"training {name:10s} ACT: {training_rate(dataset, sizes, args.train_steps):.2f} steps/s "
-                  f"(batch {ACT_ARGUMENTS['batch_size']}, CPU, {torch.get_num_threads()} threads)")
+            loading, compute = training_rates(dataset, sizes, args.train_steps)
+            print(f"training {name:10s} ACT: {loading:.2f} steps/s with data loading, {compute:.2f} compute only "
+                  f"(loading costs {1 / loading - 1 / compute:.2f} s a step; batch {ACT_ARGUMENTS['batch_size']}, "
+                  f"CPU, {torch.get_num_threads()} threads)")
         observation, _ = env.reset(seed=3)
         for name, sizes in (("documented", DOCUMENTED), ("full-size", FULL_SIZE)):
             folder = make_checkpoint(dataset, sizes, Path(scratch) / name)

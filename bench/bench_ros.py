@@ -2,9 +2,10 @@
 
   request-to-chunk     observation published -> chunk received from the policy node, against
                        act_node.policy called directly on the same observation (ratio, goal 1.05 + transport)
-  image transport      a 480x640 rgb8 Image published by another process -> received here (p50, p90),
-                       against a plain numpy copy of the frame
-  sim realtime factor  sim seconds per wall second of the sim node in realtime mode, two cameras 240x320
+  image transport      a 480x640 rgb8 Image published by another process -> received here (frames that
+                       arrive, p50, p90), with the graph's best-effort camera QoS and with reliable QoS
+  sim realtime factor  sim seconds per wall second of the sim node in realtime mode, two cameras 240x320,
+                       the expert node attached so that ticks execute actions rather than hold
 
 Untrained weights, LeRobot's documented-size ACT for this task (bench_policy.DOCUMENTED).
 Run: .venv/bin/python bench/bench_ros.py [--repeat 20]
@@ -36,12 +37,12 @@ from std_msgs.msg import Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from act_node import so101  # noqa: E402
+from act_node.config import TRAIN_IMAGE_SIZE  # noqa: E402
 from act_node.nodes import messages  # noqa: E402
 from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR  # noqa: E402
 from act_node.policy import ChunkPolicy  # noqa: E402
 from act_node.record import record  # noqa: E402
 from act_node.tabletop.env import PickObjectEnv  # noqa: E402
-from act_node.training import TRAIN_IMAGE_SIZE  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -101,7 +102,7 @@ from sensor_msgs.msg import Image
 from act_node.nodes import messages
 rclpy.init()
 node = rclpy.create_node("bench_image_sender")
-publisher = node.create_publisher(Image, "/bench/image", messages.RELIABLE)
+publisher = node.create_publisher(Image, "/bench/image", getattr(messages, sys.argv[2]))
 frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
 while publisher.get_subscription_count() == 0:
     time.sleep(0.05)
@@ -113,42 +114,60 @@ for _ in range(int(sys.argv[1])):
 
 
 def image_transport(executor, repeat: int) -> None:
-    """Another process publishes 480x640 frames stamped with the wall clock; this one receives them."""
+    """Another process publishes 480x640 frames stamped with the wall clock at 10 Hz; this one receives them,
+    once with the cameras' own QoS (best effort, what the graph uses) and once with reliable QoS."""
     import subprocess
 
-    receiver = Node("bench_receiver")
-    latencies: list[float] = []
-    receiver.create_subscription(Image, "/bench/image",
-                                 lambda m: latencies.append(time.time() - messages.seconds_of(m.header.stamp)),
-                                 RELIABLE)
-    executor.add_node(receiver)
-    subprocess.run([sys.executable, "-c", PUBLISHER, str(repeat)], check=True, timeout=300)
-    time.sleep(0.5)
+    for qos_name in ("SENSOR", "RELIABLE"):
+        receiver = Node("bench_receiver")
+        latencies: list[float] = []
+        receiver.create_subscription(Image, "/bench/image",
+                                     lambda m, got=latencies: got.append(time.time() - messages.seconds_of(
+                                         m.header.stamp)),
+                                     getattr(messages, qos_name))
+        executor.add_node(receiver)
+        subprocess.run([sys.executable, "-c", PUBLISHER, str(repeat), qos_name], check=True, timeout=300)
+        time.sleep(0.5)
+        executor.remove_node(receiver)
+        receiver.destroy_node()
+        label = "best effort (the graph's camera QoS)" if qos_name == "SENSOR" else "reliable"
+        if latencies:
+            print(f"image 480x640 rgb8 between processes, {label}: {len(latencies)} of {repeat} received, "
+                  f"p50 {percentile(latencies, 50) * 1000:.2f} ms, p90 {percentile(latencies, 90) * 1000:.2f} ms")
+        else:
+            print(f"image 480x640 rgb8 between processes, {label}: 0 of {repeat} received")
     frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
     copies = []
     for _ in range(repeat):
         began = time.perf_counter()
         np.copy(frame)
         copies.append(time.perf_counter() - began)
-    print(f"image 480x640 rgb8 between processes ({len(latencies)} of {repeat} received): "
-          f"p50 {percentile(latencies, 50) * 1000:.2f} ms, p90 {percentile(latencies, 90) * 1000:.2f} ms; "
-          f"plain copy p50 {percentile(copies, 50) * 1000:.3f} ms, p90 {percentile(copies, 90) * 1000:.3f} ms")
-    executor.remove_node(receiver)
+    print(f"the same frame copied in one process: p50 {percentile(copies, 50) * 1000:.3f} ms")
 
 
 def realtime_factor(executor, seconds: float) -> None:
+    """The sim node in realtime with the expert node attached (every tick has an action to execute, as with a
+    policy), 2 cameras at 240x320: sim seconds per wall second, and how many ticks held."""
+    from act_node.nodes.expert_node import ExpertNode
     from act_node.nodes.sim_node import SimNode
 
+    expert = ExpertNode()
     sim = SimNode(parameter_overrides=[Parameter("clock", value="realtime"), Parameter("image_height", value=240),
-                                       Parameter("image_width", value=320)])
+                                       Parameter("image_width", value=320), Parameter("target_source", value="truth"),
+                                       Parameter("episodes", value=0)])
+    executor.add_node(expert)
     executor.add_node(sim)
     time.sleep(1.0)
-    tick, began = sim.tick, time.perf_counter()
+    tick, held, began = sim.sim.tick, sim.sim.held_ticks, time.perf_counter()
     time.sleep(seconds)
-    factor = (sim.tick - tick) / sim.fps / (time.perf_counter() - began)
-    print(f"sim node realtime factor, 2 cameras 240x320 at 30 fps: {factor:.2f}")
+    ticks = sim.sim.tick - tick
+    factor = ticks / sim.config.fps / (time.perf_counter() - began)
+    print(f"sim node realtime factor, 2 cameras 240x320 at 30 fps, expert node attached: {factor:.2f} "
+          f"({sim.sim.held_ticks - held} of {ticks} ticks held for want of an action)")
     executor.remove_node(sim)
-    sim.env.close()
+    executor.remove_node(expert)
+    sim.destroy_node()
+    expert.destroy_node()
 
 
 def main() -> None:

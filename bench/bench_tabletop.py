@@ -1,22 +1,26 @@
 """Table-top speed, measured side by side in one run (these machines are noisy: compare the ratios).
 
-  physics steps/s            one 1/240 s pybullet step, arm + 4 objects
-  control steps/s, no images one env.step at 30 fps (8 physics steps), no camera
-  camera frames/s            one TinyRenderer frame at 480x640 and 240x320, through the numpy build, and
-                             through a list-returning path (the same frame handed over as a Python list
-                             and converted, which is what a pybullet built without numpy forces)
-  expert episodes/min        full episodes with the front and wrist cameras at 240x320
+  physics steps/s             one 1/240 s pybullet step, arm + 4 objects
+  control steps/s, no images  one TableTop.step at 30 fps (8 physics steps), no camera rendered
+  camera frames/s             one TinyRenderer frame of the front camera at 480x640 and at 240x320
+  expert episodes             whole expert episodes with the front and wrist cameras at 240x320, in one
+                              process and in two processes at once (measured, both over the same seeds)
 
-Run: .venv/bin/python bench/bench_tabletop.py [--repeat 3]
+Run: .venv/bin/python bench/bench_tabletop.py [--repeat 3] [--episodes 4]
 """
 
 import argparse
 import time
+from multiprocessing import get_context
 
 import numpy as np
 
+from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.table import TableTop
+
+FPS = 30
 
 
 def rate(work, count: int) -> float:
@@ -31,53 +35,57 @@ def best_of(repeat: int, work, count: int) -> float:
     return max(rate(work, count) for _ in range(repeat))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--episodes", type=int, default=3)
-    args = parser.parse_args()
-    blind = PickObjectEnv(objects=4, cameras=(), target_source="truth")
-    blind.reset(seed=0)
-    physics = best_of(args.repeat, lambda: blind.world.step(1), 2400)
-    hold = blind.world.joint_positions()
-    from act_node import so101
-    action = so101.to_lerobot(hold)
-    control = best_of(args.repeat, lambda: blind.step(action), 300)
-    blind.close()
-    print(f"physics steps/s          {physics:9.0f}")
-    print(f"control steps/s, no image {control:8.0f}   ({control / 30:.1f}x real time at 30 fps)")
-
-    for height, width in ((480, 640), (240, 320)):
-        env = PickObjectEnv(objects=4, cameras=("front",), image_size=(height, width), target_source="truth")
-        env.reset(seed=0)
-        camera = env.cameras[0]
-
-        def through_list(camera=camera, env=env):
-            frame = env.render_camera(camera)
-            pixels = frame.flatten().tolist()  # what a list-returning build hands back
-            return np.asarray(pixels, dtype=np.uint8).reshape(frame.shape)
-
-        numpy_fps = best_of(args.repeat, lambda camera=camera, env=env: env.render_camera(camera), 20)
-        list_fps = best_of(args.repeat, through_list, 20)
-        print(f"camera {height}x{width}: numpy {numpy_fps:6.1f} frames/s, list path {list_fps:6.1f} frames/s, "
-              f"numpy/list {numpy_fps / list_fps:.2f}x")
-        env.close()
-
+def expert_steps(seeds: list[int]) -> int:
+    """Run whole expert episodes (2 cameras at 240x320); returns the steps taken."""
     env = PickObjectEnv(objects=4, cameras=("front", "wrist"), image_size=(240, 320), target_source="truth")
-    expert = ScriptedExpert(env)
-    started, steps = time.perf_counter(), 0
-    for seed in range(args.episodes):
+    expert, steps = ScriptedExpert(env), 0
+    for seed in seeds:
         observation, _ = env.reset(seed=seed)
         expert.reset(observation)
         done = False
         while not done:
             observation, _, terminated, truncated, _ = env.step(expert.act(observation))
             done, steps = terminated or truncated, steps + 1
-    elapsed = time.perf_counter() - started
     env.close()
-    per_episode = elapsed / args.episodes
-    print(f"expert episodes, 2 cameras 240x320: {per_episode:.1f} s/episode ({steps / elapsed:.1f} steps/s); "
-          f"50 episodes on one core {50 * per_episode / 60:.1f} min, on two processes {25 * per_episode / 60:.1f} min")
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--episodes", type=int, default=4, help="expert episodes (even: split over 2 processes)")
+    args = parser.parse_args()
+    table = TableTop(camera_specs((), 240, 320), FPS)
+    table.reset(np.random.default_rng(0), 4)
+    physics = best_of(args.repeat, lambda: table.world.step(1), 2400)
+    hold = table.robot.joint_positions()
+    control = best_of(args.repeat, lambda: table.step(hold), 300)
+    table.close()
+    print(f"physics steps/s             {physics:9.0f}")
+    print(f"control steps/s, no images  {control:9.0f}   ({control / FPS:.1f}x real time at {FPS} fps)")
+
+    frames = {}
+    for height, width in ((480, 640), (240, 320)):
+        table = TableTop(camera_specs(("front",), height, width), FPS)
+        table.reset(np.random.default_rng(0), 4)
+        frames[height, width] = best_of(args.repeat, table.rig.render, 20)
+        table.close()
+    big, small = frames[480, 640], frames[240, 320]
+    print(f"camera frames/s (TinyRenderer, one core): 480x640 {big:.1f} ({1000 / big:.0f} ms), 240x320 {small:.1f} "
+          f"({1000 / small:.0f} ms); 240x320 / 480x640 {small / big:.2f}x")
+
+    seeds = list(range(args.episodes))
+    started = time.perf_counter()
+    one_steps = expert_steps(seeds)
+    one = time.perf_counter() - started
+    started = time.perf_counter()
+    with get_context("spawn").Pool(2) as pool:
+        two_steps = sum(pool.map(expert_steps, [seeds[0::2], seeds[1::2]]))
+    two = time.perf_counter() - started
+    assert one_steps == two_steps, "the same seeds must take the same steps"
+    print(f"expert episodes, 2 cameras 240x320, {len(seeds)} episodes ({one_steps} steps): one process "
+          f"{one:.1f} s ({one_steps / one:.1f} steps/s), two processes {two:.1f} s ({two_steps / two:.1f} steps/s, "
+          f"process start included); two / one {one / two:.2f}x")
 
 
 if __name__ == "__main__":
