@@ -44,8 +44,10 @@ def load_policy(config: GraphConfig) -> ChunkPolicy:
 
 
 def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
-                frames: list | None = None) -> dict:
-    """One seeded episode; returns its record (and appends captioned frames if given a list)."""
+                frames: list | None = None, render_every_tick: bool = False) -> dict:
+    """One seeded episode; returns its record (and appends captioned frames if given a list). The cameras
+    render only when something consumes the images: the policy at its re-plan ticks, a video every tick
+    (`render_every_tick` renders every tick anyway, to show that skipping changes nothing)."""
     policy.reset()
     observation, info = env.reset(seed=seed)
     queue: deque[np.ndarray] = deque()
@@ -58,8 +60,10 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
             chunk, seconds = policy(observation, env.task)
             queue.extend(chunk[:n_action_steps])
             inference_s, calls = inference_s + seconds, calls + 1
-        observation, reward, terminated, truncated, info = env.step(queue.popleft())
+        reward, terminated, truncated, info = env.act(queue.popleft())
         total += reward
+        if not queue or frames is not None or render_every_tick:
+            observation = env.observe()
         if frames is not None:
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],

@@ -109,3 +109,24 @@ def test_lerobot_eval_runs_in_this_env(tiny_checkpoint, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((out / "eval_info.json").read_text())
     assert info["overall"]["n_episodes"] == 1
+
+
+def test_skipping_the_cameras_between_replans_changes_no_result(tiny_checkpoint):
+    """The in-process rollout renders only at re-plan ticks; rendering every tick gives the same episode."""
+    from act_node.evaluate import run_episode
+    from act_node.tabletop.env import PickObjectEnv
+
+    policy = ChunkPolicy.load(tiny_checkpoint)
+    env = PickObjectEnv(objects=2, image_size=TINY_IMAGE, max_steps=25)
+    renders = []
+    observe = env.observe
+    env.observe = lambda: renders.append(env.steps) or observe()
+    skipping = run_episode(env, policy, seed=1001, n_action_steps=10)
+    skipped_renders, renders[:] = list(renders), []
+    every = run_episode(env, policy, seed=1001, n_action_steps=10, render_every_tick=True)
+    env.close()
+    assert skipped_renders == [0, 10, 20], "rendered at the reset and at each re-plan tick only"
+    assert renders == list(range(26))
+    for key in ("success", "steps", "policy_calls", "clamped_joints", "target_error_m"):
+        assert skipping[key] == every[key], key
+    assert skipping["sum_reward"] == every["sum_reward"]

@@ -78,9 +78,16 @@ class PickObjectEnv(gym.Env):
             warnings.warn(f"the Selector judged the {self.scene.request} absent from a scene that holds it; "
                           f"the true position stands in (reported as selector_found=False)", stacklevel=2)
         self.steps, self.clipped_total = 0, 0
-        return self._observation(), self._info(success=False, clipped=0)
+        return self.observe(), self._info(success=False, clipped=0)
 
     def step(self, action):
+        reward, terminated, truncated, info = self.act(action)
+        return self.observe(), reward, terminated, truncated, info
+
+    def act(self, action) -> tuple[float, bool, bool, dict]:
+        """`step` without the observation: (reward, terminated, truncated, info). Nothing is rendered, so a
+        caller that needs no images this tick (a policy between re-plans) skips the cameras; the physics and
+        the judgement are the same as step's. Call `observe()` when the next observation is needed."""
         if self.scene is None:
             raise RuntimeError("call reset() before step()")
         action = np.asarray(action, dtype=np.float64)
@@ -89,9 +96,13 @@ class PickObjectEnv(gym.Env):
         outcome = self.table.step(so101.from_lerobot(action))
         self.clipped_total += outcome.clamped
         self.steps += 1
-        observation = self._observation()
+        self._last_pixels = {}  # what render() would show is from an older tick now
         truncated = self.steps >= self.max_steps and not outcome.success
-        return observation, outcome.reward, outcome.success, truncated, self._info(outcome.success, outcome.clamped)
+        return outcome.reward, outcome.success, truncated, self._info(outcome.success, outcome.clamped)
+
+    def observe(self) -> dict:
+        """The observation now (renders every camera)."""
+        return self._observation()
 
     def render(self) -> np.ndarray:
         """All cameras of the latest observation side by side (H, sum of W, 3), uint8."""
