@@ -161,40 +161,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 
 def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
-    """Start every node of the graph as a process; when the sim node exits, stop the rest."""
-    import signal
-    import subprocess
-    import sys
-    import time
+    """Run the graph for these launch arguments as processes until the sim's episodes are done, a node
+    fails, SIGINT or SIGTERM, or the timeout; stop every node; return the exit code (0: the episodes ran;
+    see act_node.nodes.graph.run_processes)."""
+    from act_node.nodes.graph import describe, run_processes
 
-    from act_node.nodes.graph import describe, ros_arguments
-
-    specs = describe(**arguments)
-    processes = []
-    for spec in reversed(specs):  # the sim last, so the others are listening when it starts
-        processes.append(subprocess.Popen([sys.executable, "-m", spec.module, *ros_arguments(spec)]))
-        time.sleep(0.5)
-    sim = processes[-1]
-    try:
-        code = sim.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        code = 124
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    failed = [f"{spec.name} (exit {p.returncode})" for spec, p in zip(reversed(specs), processes)
-              if p.returncode not in (0, -2, 130)]
-    if failed:
-        print(f"nodes that failed: {failed}")
-    return code
+    return run_processes(describe(**arguments), timeout_s=timeout_s)
 
 
 def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:

@@ -1,25 +1,97 @@
-"""ros2 launch act_node sim.launch.py [checkpoint:=DIR policy:=act|expert clock:=lockstep|realtime ...]
+"""ros2 launch act_node sim.launch.py [checkpoint:=DIR policy:=act|expert clock:=lockstep|realtime rviz:=true ...]
 
 The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the same description that
-`act-sim launch` starts without a ROS 2 install.
+`act-sim launch` starts without a ROS 2 install, and it ends the same way:
+
+    the sim exits 0 (its episodes are done)  -> Shutdown: every node gets SIGINT, the launch exits 0
+    any node of the graph exits before that  -> GraphFailed names it: Shutdown, the launch exits 1
+    Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
+
+Where ROS 2 has them (an apt install, not the PyPI wheels) it also starts robot_state_publisher on the
+arm's URDF (share/act_node/sim/so101.urdf), which turns /joint_states into TF, and with rviz:=true RViz
+with share/act_node/launch/rviz/act_node.rviz.
 """
 
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, EmitEvent, LogInfo, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
+from act_node.paths import share_dir
 from launch import LaunchDescription
 
+VIEWER_ARGUMENTS = {"rviz": ("false", "true: start RViz with the package's config (needs rviz2)")}
 
-def nodes(context):
+
+class GraphFailed(RuntimeError):
+    """A node of the graph ended before the sim's episodes were done. Raised from an exit handler, it makes
+    LaunchService log it, shut everything down and return 1."""
+
+
+def sim_exited(event, context):
+    if context.is_shutdown:
+        return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
+    if event.returncode == 0:
+        return [LogInfo(msg="the sim's episodes are done: stopping the graph"),
+                EmitEvent(event=Shutdown(reason="the sim's episodes are done"))]
+    raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
+
+
+def node_exited(name: str):
+    def exited(event, context):
+        if context.is_shutdown:
+            return None
+        raise GraphFailed(f"node {name} exited with code {event.returncode} while the graph was running "
+                          "(a refusal at start has exit code 2 and says why above)")
+    return exited
+
+
+def graph(context):
+    """The graph's nodes and, for each, what its exit means."""
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
-    return [Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                 remappings=spec.remappings, output="screen")
-            for spec in describe(**values)]
+    entities = []
+    for index, spec in enumerate(describe(**values)):  # the sim first
+        node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
+                    remappings=spec.remappings, output="screen")
+        exited = sim_exited if index == 0 else node_exited(spec.name)
+        entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
+    return entities
+
+
+def viewers(context):
+    """robot_state_publisher, and RViz with rviz:=true, where this ROS 2 install has them."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    def installed(package: str) -> bool:
+        try:
+            get_package_share_directory(package, print_warning=False)
+            return True
+        except PackageNotFoundError:
+            return False
+
+    share = share_dir()
+    entities = []
+    if installed("robot_state_publisher"):
+        urdf = (share / "sim" / "so101.urdf").read_text()
+        entities.append(Node(package="robot_state_publisher", executable="robot_state_publisher",
+                             name="robot_state_publisher", output="screen",
+                             parameters=[{"robot_description": urdf, "use_sim_time": True}]))
+    else:
+        entities.append(LogInfo(msg="robot_state_publisher is not installed: no TF for the arm "
+                                    "(apt install ros-jazzy-robot-state-publisher)"))
+    if LaunchConfiguration("rviz").perform(context).lower() == "true":
+        if installed("rviz2"):
+            config = share / "launch" / "rviz" / "act_node.rviz"
+            entities.append(Node(package="rviz2", executable="rviz2", name="rviz", output="screen",
+                                 arguments=["-d", str(config)], parameters=[{"use_sim_time": True}]))
+        else:
+            entities.append(LogInfo(msg="rviz:=true but rviz2 is not installed (apt install ros-jazzy-rviz2)"))
+    return entities
 
 
 def generate_launch_description():
     declared = [DeclareLaunchArgument(name, default_value=default, description=text)
-                for name, (default, text) in LAUNCH_ARGUMENTS.items()]
-    return LaunchDescription([*declared, OpaqueFunction(function=nodes)])
+                for name, (default, text) in {**LAUNCH_ARGUMENTS, **VIEWER_ARGUMENTS}.items()]
+    return LaunchDescription([*declared, OpaqueFunction(function=graph), OpaqueFunction(function=viewers)])

@@ -6,6 +6,10 @@ defaults and their checks are act_node.config.GraphConfig's.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 
 from act_node.config import GraphConfig
@@ -14,6 +18,8 @@ LAUNCH_ARGUMENTS = GraphConfig.launch_arguments()  # name: (default, description
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
                   "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video")
+STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
+START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
 
 
 @dataclass
@@ -63,3 +69,108 @@ def ros_arguments(spec: NodeSpec) -> list[str]:
     for source, target in spec.remappings:
         arguments += ["-r", f"{source}:={target}"]
     return arguments
+
+
+def run_processes(specs: list[NodeSpec], timeout_s: float | None = None) -> int:
+    """Run the nodes (the sim first in `specs`) as processes: `act-sim launch`, where `launch` is missing.
+
+    The graph runs until the sim exits (its episodes are done), another node exits (they serve until
+    stopped: any exit is a failure, named), SIGINT or SIGTERM reaches this process, or the timeout.
+    Then every node still running gets SIGINT, SIGTERM after STOP_S, SIGKILL after another STOP_S; the
+    nodes get SIGTERM from the kernel should this process die first (Linux). The exit code: the sim's
+    (0: the episodes ran), the failed node's, 124 for the timeout, 128 + the number of the signal.
+    """
+    graph = _Processes(sim=specs[0].name)
+    previous = {number: signal.signal(number, graph.on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for spec in reversed(specs):  # the sim last, so the others are listening when it starts
+            graph.start(spec)
+            if graph.wait(START_GAP_S) is not None:
+                break
+        code = graph.wait(timeout_s)
+        if code is None:
+            _say(f"stopped after --timeout {timeout_s:g} s")
+            return 124
+        return code
+    finally:
+        graph.stop()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+class _Processes:
+    """The node processes of one graph, and what ended it (an exit code) once something has."""
+
+    def __init__(self, sim: str):
+        self.sim = sim
+        self.running: list[tuple[str, subprocess.Popen]] = []
+        self.received: int | None = None
+        self._kill_with_parent = _parent_death_signal() if sys.platform == "linux" else None
+
+    def on_signal(self, number: int, _frame) -> None:
+        if self.received is None:
+            self.received = number
+
+    def start(self, spec: NodeSpec) -> None:
+        command = [sys.executable, "-m", spec.module, *ros_arguments(spec)]
+        self.running.append((spec.name, subprocess.Popen(command, preexec_fn=self._kill_with_parent)))
+
+    def wait(self, seconds: float | None) -> int | None:
+        """Poll until the graph has an exit code (returned) or `seconds` pass (None)."""
+        end = None if seconds is None else time.monotonic() + seconds
+        while end is None or time.monotonic() < end:
+            code = self.outcome()
+            if code is not None:
+                return code
+            time.sleep(0.05)
+        return None
+
+    def outcome(self) -> int | None:
+        if self.received is not None:  # first: a Ctrl-C reaches the sim too, which may exit 0 at once
+            _say(f"stopped by {signal.Signals(self.received).name}")
+            return 128 + self.received
+        for name, process in self.running:
+            code = process.poll()
+            if code is None:
+                continue
+            if name == self.sim:
+                if code != 0:
+                    _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
+                return code if code > 0 else 128 - code  # -N: killed by signal N
+            _say(f"node {name} exited with code {code} while the graph was running; stopping the graph")
+            return code if code > 0 else 1
+        return None
+
+    def stop(self) -> None:
+        for escalation in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            alive = [(name, process) for name, process in self.running if process.poll() is None]
+            if not alive:
+                return
+            if escalation != signal.SIGINT:
+                _say(f"{', '.join(name for name, _ in alive)} did not stop within {STOP_S:g} s: "
+                     f"{signal.Signals(escalation).name}")
+            for _, process in alive:
+                process.send_signal(escalation)
+            end = time.monotonic() + STOP_S
+            for _, process in alive:
+                try:
+                    process.wait(timeout=max(0.0, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+
+
+def _parent_death_signal():
+    """A preexec_fn for a node's process: SIGTERM to the node when its parent dies, even by SIGKILL."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
+    pr_set_pdeathsig = 1  # <linux/prctl.h>
+
+    def die_with_parent() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+
+    return die_with_parent
+
+
+def _say(text: str) -> None:
+    print(f"act-sim launch: {text}", file=sys.stderr, flush=True)

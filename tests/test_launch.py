@@ -1,0 +1,287 @@
+"""Starting and stopping: a node's exit code and stop (nodes/runner.py), `act-sim launch` under SIGINT,
+SIGTERM, SIGKILL and a node that fails at start, and launch/sim.launch.py's exit behaviour where the
+ROS 2 `launch` package is importable.
+
+The graphs run in this test run's second ROS domain (conftest claims it); each test stops its graph and
+checks that no process of it is left, by an environment marker its processes inherit.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+MARK = "ACT_NODE_TEST_GRAPH"
+SMALL_GRAPH = ["policy:=expert", "episodes:=0", "objects:=2", "image_height:=48", "image_width:=64",
+               "record_video:=false"]
+
+
+# --- the runner, with a node whose cleanup takes a second ---------------------------------------------
+SLOW_NODE = '''
+import sys, time
+from rclpy.node import Node
+from act_node.nodes.runner import run
+
+class SlowCleanup(Node):
+    def __init__(self):
+        super().__init__("slow_cleanup")
+        if sys.argv[1] == "bug":
+            raise RuntimeError("a bug in the node's constructor")
+        if sys.argv[1] == "refuse":
+            raise ValueError("parameter 'speed' is -1, expected > 0")
+        self.create_timer(0.05, lambda: None)
+        print("spinning", flush=True)
+
+    def destroy_node(self):
+        time.sleep(1.0)
+        print("cleaned up", flush=True)
+        return super().destroy_node()
+
+    def work_left(self):
+        return "2 of 3 episodes" if sys.argv[1] == "busy" else None
+
+run(SlowCleanup, "slow_node", ["--ros-args", "-r", "__node:=slow_cleanup"])
+'''
+
+
+def start_slow_node(tmp_path, mode: str) -> subprocess.Popen:
+    script = tmp_path / "slow_node.py"
+    script.write_text(SLOW_NODE)
+    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+
+
+@pytest.mark.parametrize("mode, code", [("idle", 0), ("busy", 1)])
+def test_a_second_and_third_stop_signal_during_cleanup_change_nothing(tmp_path, mode, code):
+    node = start_slow_node(tmp_path, mode)
+    assert node.stdout.readline().strip() == "spinning", node.stderr.read()
+    time.sleep(0.3)
+    node.send_signal(signal.SIGINT)  # the terminal's Ctrl-C
+    time.sleep(0.3)
+    node.send_signal(signal.SIGINT)  # launch's, while destroy_node sleeps
+    time.sleep(0.3)
+    node.send_signal(signal.SIGTERM)  # a supervisor's
+    out, err = node.communicate(timeout=30)
+    assert node.returncode == code, err
+    assert "cleaned up" in out
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    if mode == "busy":
+        assert "slow_node: stopped with work left: 2 of 3 episodes" in err
+
+
+def test_a_refusal_is_one_line_with_code_2_and_a_bug_keeps_its_traceback(tmp_path):
+    refused = start_slow_node(tmp_path, "refuse")
+    _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 2
+    assert "slow_node: refusing to start: parameter 'speed' is -1, expected > 0" in err
+    assert "Traceback" not in err
+    bug = start_slow_node(tmp_path, "bug")
+    _, err = bug.communicate(timeout=60)
+    assert bug.returncode == 1
+    assert "Traceback" in err and "RuntimeError: a bug in the node's constructor" in err
+
+
+# --- act-sim launch ------------------------------------------------------------------------------------
+def graph_processes(marker: str) -> list[int]:
+    """Live processes (not zombies) that inherited MARK=marker: act-sim and every node it started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if f"{MARK}={marker}".encode() not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def start_graph(tmp_path, *arguments: str) -> tuple[subprocess.Popen, str]:
+    """`act-sim launch` in its own session (a terminal's process group), stdout and stderr to files."""
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1), MARK: marker}
+    log = open(tmp_path / "launch.log", "w")  # noqa: SIM115 (the child writes it; closed with the test)
+    process = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", *arguments], stdout=log,
+                               stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return process, marker
+
+
+def wait_for_a_chunk(seconds: float = 150.0) -> None:
+    """Until a chunk is on /act/action_chunk in the graph's domain: then all three nodes spin."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+    from trajectory_msgs.msg import JointTrajectory
+
+    from act_node.nodes.messages import RELIABLE
+
+    context = Context()
+    rclpy.init(context=context, domain_id=int(os.environ["ROS_DOMAIN_ID"]) + 1,
+               signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = rclpy.create_node("launch_probe", context=context)
+        chunks = []
+        node.create_subscription(JointTrajectory, "/act/action_chunk", chunks.append, RELIABLE)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        end = time.monotonic() + seconds
+        while not chunks and time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.2)
+        node.destroy_node()
+        assert chunks, f"no chunk within {seconds:.0f} s"
+    finally:
+        context.try_shutdown()
+
+
+def finish(process: subprocess.Popen, marker: str, tmp_path) -> str:
+    process.wait(timeout=60)
+    log = (tmp_path / "launch.log").read_text()
+    assert graph_processes(marker) == [], f"orphaned nodes; log:\n{log[-3000:]}"
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+    return log
+
+
+def test_ctrl_c_in_a_terminal_stops_every_node_without_a_traceback(tmp_path):
+    graph, marker = start_graph(tmp_path, *SMALL_GRAPH)
+    try:
+        wait_for_a_chunk()
+        assert len(graph_processes(marker)) == 4  # act-sim, sim, selector, expert
+        os.killpg(graph.pid, signal.SIGINT)  # to the whole group, as a terminal does: every node gets two
+    finally:
+        log = finish(graph, marker, tmp_path)
+    assert graph.returncode == 128 + signal.SIGINT, log[-3000:]
+    assert "act-sim launch: stopped by SIGINT" in log
+
+
+def test_sigterm_to_act_sim_alone_stops_every_node(tmp_path):
+    graph, marker = start_graph(tmp_path, *SMALL_GRAPH)
+    try:
+        wait_for_a_chunk()
+        graph.terminate()  # a supervisor's stop, to act-sim only
+    finally:
+        log = finish(graph, marker, tmp_path)
+    assert graph.returncode == 128 + signal.SIGTERM, log[-3000:]
+    assert "act-sim launch: stopped by SIGTERM" in log
+
+
+def test_the_nodes_die_with_act_sim_even_when_it_is_killed(tmp_path):
+    graph, marker = start_graph(tmp_path, *SMALL_GRAPH)
+    try:
+        wait_for_a_chunk()
+        graph.kill()  # no chance to stop anything: the kernel's parent-death signal must
+        graph.wait(timeout=10)
+        end = time.monotonic() + 30
+        while graph_processes(marker) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert graph_processes(marker) == []
+    finally:
+        for pid in graph_processes(marker):  # only what this test started
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_node_that_fails_at_start_ends_the_graph_and_is_named(tmp_path):
+    missing = tmp_path / "no_such_checkpoint"
+    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={missing}", "replan_every:=10",
+                                *SMALL_GRAPH[1:])
+    log = finish(graph, marker, tmp_path)
+    assert graph.returncode == 2, log[-3000:]
+    assert f"act_policy_node: refusing to start: checkpoint folder not found: {missing}" in log
+    assert "act-sim launch: node act_policy exited with code 2" in log
+
+
+
+# --- launch/sim.launch.py, with ROS 2's own launch package -----------------------------------------------
+def require_launch() -> None:
+    """Skip unless ROS 2's launch and launch_ros import (this repository's launch/ folder alone would pass
+    for a namespace package named `launch`)."""
+    try:
+        import launch_ros.actions  # noqa: F401
+
+        from launch import LaunchDescription  # noqa: F401
+    except ImportError as error:
+        pytest.skip(f"ROS 2's launch and launch_ros do not import ({error}): they have no PyPI wheel; a ROS 2 "
+                    "install (apt) or their sources on PYTHONPATH provide them")
+
+
+def launch_file_graph(context, **arguments):
+    """Load sim.launch.py as `ros2 launch` does and evaluate its graph for these arguments:
+    (module, the graph's Nodes, their exit handlers), in the order describe() gives (the sim first)."""
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+    from launch.launch_description_sources import load_python_launch_file_as_module
+
+    import launch
+
+    module = load_python_launch_file_as_module(str(ROOT / "launch" / "sim.launch.py"))
+    description = module.generate_launch_description()
+    context.launch_configurations.update(arguments)
+    entities = []
+    for entity in description.entities:
+        if isinstance(entity, DeclareLaunchArgument):
+            entity.execute(context)  # sets the default of every argument not given
+        elif isinstance(entity, OpaqueFunction) and not entities:  # the first one: the graph
+            entities = entity.execute(context)
+    assert isinstance(launch.LaunchDescription(entities), launch.LaunchDescription)
+    nodes = [e for e in entities if not isinstance(e, RegisterEventHandler)]
+    handlers = [e.event_handler for e in entities if isinstance(e, RegisterEventHandler)]
+    return module, nodes, handlers
+
+
+def exit_event(node, code: int):
+    from launch.events.process import ProcessExited
+
+    return ProcessExited(returncode=code, action=node, name=str(node.node_executable), cmd=[], cwd=None, env=None,
+                         pid=1)
+
+
+def test_the_launch_file_declares_every_argument_and_starts_the_described_graph():
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
+
+    require_launch()
+    from launch.actions import DeclareLaunchArgument
+
+    from launch import LaunchContext
+
+    context = LaunchContext()
+    module, nodes, handlers = launch_file_graph(context, policy="expert", episodes="2")
+    declared = {e.name for e in module.generate_launch_description().entities if isinstance(e, DeclareLaunchArgument)}
+    assert declared == set(LAUNCH_ARGUMENTS) | {"rviz"}
+    specs = describe(policy="expert", episodes="2")
+    assert [n.node_executable for n in nodes] == [s.executable for s in specs]
+    assert len(handlers) == len(specs)  # one exit handler per node of the graph
+
+
+def test_the_launch_ends_when_the_sim_is_done_or_any_node_fails():
+    require_launch()
+    from launch.actions import EmitEvent
+    from launch.events import Shutdown
+
+    from launch import LaunchContext
+
+    context = LaunchContext()
+    module, (sim, selector, expert), handlers = launch_file_graph(context, policy="expert")
+    done = exit_event(sim, 0)
+    sim_handler = next(h for h in handlers if h.matches(done))
+    assert [h.matches(done) for h in handlers] == [True, False, False]
+    emitted = [e for e in sim_handler.handle(done, context) if isinstance(e, EmitEvent)]
+    assert len(emitted) == 1 and isinstance(emitted[0].event, Shutdown)  # exit 0, every node stopped
+    with pytest.raises(module.GraphFailed, match="the sim node exited with code 1"):
+        sim_handler.handle(exit_event(sim, 1), context)
+    refused = exit_event(expert, 2)
+    expert_handler = next(h for h in handlers if h.matches(refused))
+    with pytest.raises(module.GraphFailed, match="node act_expert exited with code 2 while the graph was running"):
+        expert_handler.handle(refused, context)  # LaunchService: shuts down, returns 1
+    context._set_is_shutdown(True)  # Ctrl-C: launch's Shutdown came first; exits now are the stop itself
+    assert expert_handler.handle(exit_event(expert, 0), context) is None
+    assert sim_handler.handle(exit_event(sim, 1), context) is None
