@@ -48,9 +48,21 @@ def parsed(node, parse: Callable, what: str, then: Callable, throttle_s: float =
     return callback
 
 
-def to_time(seconds: float) -> Time:
+def _sec_nanosec(seconds: float, what: str) -> tuple[int, int]:
+    """Seconds -> (sec, nanosec in [0, 1e9)), rounded to the nearest nanosecond; a fraction that rounds up
+    to a whole second carries into `sec` (2.9999999999 s is 3 s 0 ns, not 2 s 0 ns)."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"{what} of {seconds} s cannot be stamped: expected a finite number of seconds")
     whole = math.floor(seconds)
-    return Time(sec=int(whole), nanosec=int(round((seconds - whole) * 1e9)) % 1_000_000_000)
+    nanosec = round((seconds - whole) * 1e9)  # seconds - whole is exact for a float: no loss here
+    if nanosec == 1_000_000_000:
+        whole, nanosec = whole + 1, 0
+    return int(whole), int(nanosec)
+
+
+def to_time(seconds: float) -> Time:
+    sec, nanosec = _sec_nanosec(seconds, "a time")
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def seconds_of(stamp: Time) -> float:
@@ -58,8 +70,8 @@ def seconds_of(stamp: Time) -> float:
 
 
 def to_duration(seconds: float) -> Duration:
-    whole = math.floor(seconds)
-    return Duration(sec=int(whole), nanosec=int(round((seconds - whole) * 1e9)) % 1_000_000_000)
+    sec, nanosec = _sec_nanosec(seconds, "a duration")
+    return Duration(sec=sec, nanosec=nanosec)
 
 
 def header(stamp_s: float, frame: str) -> Header:
