@@ -1,11 +1,16 @@
-"""act_node: ament_python package that also installs with pip (`pip install .`)."""
+"""act_node: ament_python package that also installs with pip (`pip install .`).
+
+`colcon build --symlink-install` runs a symlink to this file from build/act_node/, next to symlinks of the
+data files only: whatever else it reads is found beside the real file (HERE resolves the link), and the
+data_files paths stay relative, which colcon mirrors into the build folder.
+"""
 
 from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "act_node"
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent  # the source folder, also from a symlink
 
 
 def tree(folder: str) -> list[tuple[str, list[str]]]:
@@ -19,9 +24,9 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 
 
 def requirements() -> list[str]:
-    lines = (HERE / "requirements.txt").read_text().splitlines()
-    pins = [line.split("#")[0].strip() for line in lines]
-    return [pin for pin in pins if pin and not pin.startswith("ros-jazzy-")]
+    """The PyPI pins (requirements-ros.txt): a ROS 2 install or the ros-jazzy-* wheels provide the rest."""
+    lines = (HERE / "requirements-ros.txt").read_text().splitlines()
+    return [pin for pin in (line.split("#")[0].strip() for line in lines) if pin]
 
 
 setup(

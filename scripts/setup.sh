@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 STAMP=$VENV/.act_node_ready
-FINGERPRINT=$(cat requirements.txt requirements-dev.txt setup.py scripts/setup.sh \
+FINGERPRINT=$(cat requirements.txt requirements-ros.txt requirements-dev.txt setup.py scripts/setup.sh \
   plugins/lerobot_env_act_node/pyproject.toml | sha256sum | cut -d' ' -f1)
 
 if [[ -f $STAMP && $(cat "$STAMP") == "$FINGERPRINT" ]]; then
@@ -35,7 +35,7 @@ fi
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check)
 "${PIP[@]}" --quiet --upgrade pip "setuptools>=71,<82" wheel
 # numpy first: pybullet's build picks up numpy only if it is already there (and only without isolation)
-"${PIP[@]}" --quiet "$(grep -E '^numpy' requirements.txt | cut -d' ' -f1)"
+"${PIP[@]}" --quiet "$(grep -E '^numpy' requirements-ros.txt | cut -d' ' -f1)"
 numpy_enabled() { "$VENV/bin/python" -c 'import pybullet, sys; sys.exit(0 if pybullet.isNumpyEnabled() else 1)' 2>/dev/null; }
 if ! numpy_enabled; then
   echo "setup: building pybullet 3.2.7 with numpy (about 10 minutes the first time; pip caches the wheel)"
