@@ -136,7 +136,7 @@ class _Processes:
             if name == self.sim:
                 if code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
-                return code if code > 0 else 128 - code  # -N: killed by signal N
+                return code if code >= 0 else 128 - code  # -N: killed by signal N
             _say(f"node {name} exited with code {code} while the graph was running; stopping the graph")
             return code if code > 0 else 1
         return None
