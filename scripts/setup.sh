@@ -33,7 +33,8 @@ if [[ ! -x $VENV/bin/python ]]; then
   "$python" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check)
-"${PIP[@]}" --quiet --upgrade pip "setuptools>=71,<82" wheel
+# setuptools<80: colcon --symlink-install needs `setup.py develop` (requirements-dev.txt)
+"${PIP[@]}" --quiet --upgrade pip "setuptools>=71,<80" wheel
 # numpy first: pybullet's build picks up numpy only if it is already there (and only without isolation)
 "${PIP[@]}" --quiet "$(grep -E '^numpy' requirements-ros.txt | cut -d' ' -f1)"
 numpy_enabled() { "$VENV/bin/python" -c 'import pybullet, sys; sys.exit(0 if pybullet.isNumpyEnabled() else 1)' 2>/dev/null; }
