@@ -186,8 +186,6 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
 def eval_over_ros(args: argparse.Namespace) -> None:
     import tempfile
 
-    from act_node.nodes.graph import LAUNCH_ARGUMENTS
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_dir = Path(tempfile.mkdtemp(prefix="ros_eval_", dir=out))
@@ -196,7 +194,7 @@ def eval_over_ros(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
                           max_velocity=1e9)
-    arguments = {name: _argument_text(getattr(config, name)) for name in LAUNCH_ARGUMENTS}
+    arguments = {name: _argument_text(getattr(config, name)) for name in GraphConfig.launch_arguments()}
     code = run_graph(arguments)
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
     if code != 0 or len(episodes) != args.episodes:

@@ -18,7 +18,7 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe, namespace_of
 from act_node.paths import share_dir
 from launch import LaunchDescription
 
@@ -54,7 +54,7 @@ def graph(context):
     entities = []
     for index, spec in enumerate(describe(**values)):  # the sim first
         node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                    remappings=spec.remappings, output="screen")
+                    namespace=spec.namespace or None, remappings=spec.remappings, output="screen")
         exited = sim_exited if index == 0 else node_exited(spec.name)
         entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
     return entities
@@ -72,11 +72,15 @@ def viewers(context):
             return False
 
     share = share_dir()
+    namespace = namespace_of(LaunchConfiguration("namespace").perform(context))
+    # TF is absolute by convention; in a namespace it follows the graph, so two graphs' arms do not mix
+    placement = {"namespace": namespace or None,
+                 "remappings": [("/tf", "tf"), ("/tf_static", "tf_static"), ("/clock", "clock")] if namespace else []}
     entities = []
     if installed("robot_state_publisher"):
         urdf = (share / "sim" / "so101.urdf").read_text()
         entities.append(Node(package="robot_state_publisher", executable="robot_state_publisher",
-                             name="robot_state_publisher", output="screen",
+                             name="robot_state_publisher", output="screen", **placement,
                              parameters=[{"robot_description": urdf, "use_sim_time": True}]))
     else:
         entities.append(LogInfo(msg="robot_state_publisher is not installed: no TF for the arm "
@@ -84,7 +88,7 @@ def viewers(context):
     if LaunchConfiguration("rviz").perform(context).lower() == "true":
         if installed("rviz2"):
             config = share / "launch" / "rviz" / "act_node.rviz"
-            entities.append(Node(package="rviz2", executable="rviz2", name="rviz", output="screen",
+            entities.append(Node(package="rviz2", executable="rviz2", name="rviz", output="screen", **placement,
                                  arguments=["-d", str(config)], parameters=[{"use_sim_time": True}]))
         else:
             entities.append(LogInfo(msg="rviz:=true but rviz2 is not installed (apt install ros-jazzy-rviz2)"))

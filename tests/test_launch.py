@@ -6,6 +6,7 @@ The graphs run in this test run's second ROS domain (conftest claims it); each t
 checks that no process of it is left, by an environment marker its processes inherit.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -285,3 +286,42 @@ def test_the_launch_ends_when_the_sim_is_done_or_any_node_fails():
     context._set_is_shutdown(True)  # Ctrl-C: launch's Shutdown came first; exits now are the stop itself
     assert expert_handler.handle(exit_event(expert, 0), context) is None
     assert sim_handler.handle(exit_event(sim, 1), context) is None
+
+
+def test_two_graphs_in_two_namespaces_of_one_domain_run_as_if_alone(tmp_path):
+    """Two expert graphs side by side in one ROS domain, each in its namespace and on its own seed: each
+    episode equals the same plan stepped alone in this process. Had one heard the other's chunks, episode
+    starts or targets, its arm would have moved on the other's scene."""
+    from test_ros import run_expert_in_process
+
+    from act_node.config import GraphConfig
+
+    graphs = {}
+    for namespace, seed in (("left", 1), ("right", 2)):
+        folder = tmp_path / namespace
+        folder.mkdir()
+        graphs[namespace] = (seed, folder, *start_graph(
+            folder, f"namespace:={namespace}", "policy:=expert", "episodes:=1", f"first_seed:={seed}",
+            "image_height:=48", "image_width:=64", "target_source:=truth", "record_video:=false",
+            f"video_dir:={folder}"))
+    config = GraphConfig(image_height=48, image_width=64, target_source="truth")
+    for namespace, (seed, folder, graph, marker) in graphs.items():
+        log = finish(graph, marker, folder)
+        assert graph.returncode == 0, log[-3000:]
+        assert f"/{namespace}/act_sim" in log or f"[{namespace}.act_sim]" in log, "the sim is not in its namespace"
+        together = json.loads((folder / f"episode1_seed{seed}.json").read_text())
+        alone = run_expert_in_process(config, seed)
+        for key in ("success", "steps", "held_ticks", "clamped_ticks", "clamped_joints"):
+            assert together[key] == alone[key], (namespace, key)
+        assert together["sum_reward"] == pytest.approx(alone["sum_reward"], abs=1e-4)
+
+
+def test_an_expert_episode_in_realtime_succeeds(tmp_path):
+    """clock:=realtime sends each observation once: the expert plans from the first it hears after the
+    episode start (it used to wait for tick 0's, which it had missed, and the arm held for 300 ticks)."""
+    graph, marker = start_graph(tmp_path, "policy:=expert", "clock:=realtime", "episodes:=1", "image_height:=48",
+                                "image_width:=64", "record_video:=false", f"video_dir:={tmp_path}")
+    log = finish(graph, marker, tmp_path)
+    assert graph.returncode == 0, log[-3000:]
+    outcome = json.loads((tmp_path / "episode1_seed0.json").read_text())
+    assert outcome["success"], outcome

@@ -175,6 +175,11 @@ def test_the_graph_description_feeds_both_launchers():
         describe(policy="act")
     with pytest.raises(ValueError, match="unknown launch arguments"):
         describe(polcy="act")
+    placed = describe(policy="expert", namespace="bench_2")
+    assert {n.namespace for n in placed} == {"/bench_2"} and all(("/clock", "clock") in n.remappings for n in placed)
+    assert ros_arguments(placed[0])[3:5] == ["-r", "__ns:=/bench_2"]
+    with pytest.raises(ValueError, match="namespace:='2nd' is not a ROS namespace"):
+        describe(namespace="2nd")
     # the launch file's own graph and exit handlers: tests/test_launch.py, with ROS 2's launch package
 
 

@@ -1,10 +1,12 @@
 """Expert node: the scripted expert as a policy on the same topics as ACT, so the graph runs before a
 trained checkpoint exists.
 
-At each episode start it plans the pick from what the topics say: the task (/episode/start), the
-objects' kinds and poses (/scene/objects), the target (/target/point) and the joints at the start
-(/joint_states). Then it answers the observations `replan_every` ticks apart with `chunk_size`-step
-chunks of that plan on /act/action_chunk, stamped like the policy node's.
+At each episode start it plans the pick from what the topics say: the task (episode/start), the
+objects' kinds and poses (scene/objects), the target (target/point) and the joints (joint_states) of
+the first observation it hears once those are in: tick 0 in lockstep, where the sim waits for that
+answer; whichever tick in realtime, where the sim sends nothing twice. Then it answers the
+observations `replan_every` ticks apart with `chunk_size`-step chunks of that plan on act/action_chunk,
+stamped like the policy node's. Topic names are relative: a launch `namespace` moves them all.
 """
 
 from __future__ import annotations
@@ -50,14 +52,16 @@ class ExpertNode(Node):
         self.plan: np.ndarray | None = None
         self.joints: tuple[float, np.ndarray] | None = None
         self.answered_s = -np.inf
-        self.chunk_pub = self.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
-        self.create_subscription(Header, "/episode/start",
+        self.plan_tick = 0  # the episode tick the plan starts at
+        self.due_tick = 0  # the next tick to answer
+        self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
+        self.create_subscription(Header, "episode/start",
                                  parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
-        self.create_subscription(MarkerArray, "/scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
+        self.create_subscription(MarkerArray, "scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
                                  LATCHED)
-        self.create_subscription(PointStamped, "/target/point", parsed(self, target_point, "target", self.on_target),
+        self.create_subscription(PointStamped, "target/point", parsed(self, target_point, "target", self.on_target),
                                  LATCHED)
-        self.create_subscription(JointState, "/joint_states",
+        self.create_subscription(JointState, "joint_states",
                                  parsed(self, stamped_joint_positions, "joint state", self.on_joints, 2.0), SENSOR)
 
     # messages arrive in any order across topics: each callback stores, then tries to answer
@@ -65,6 +69,7 @@ class ExpertNode(Node):
         start_s, info = start
         self.episode = (start_s, requested_kind(info.get("task", "")))
         self.plan, self.answered_s = None, -np.inf
+        self.plan_tick = self.due_tick = 0
         self.try_answer()
 
     def on_scene(self, scene: tuple[float, list]) -> None:
@@ -80,18 +85,23 @@ class ExpertNode(Node):
         self.try_answer()
 
     def try_answer(self) -> None:
+        """Answer the first joint state of a due tick. The plan starts from the first joint state heard
+        once this episode's scene and target are in (tick 0 in lockstep, where the sim waits for it;
+        whichever tick in realtime, where nothing is sent twice); then every `replan_every` ticks."""
         if self.episode is None or self.joints is None:
             return
         start_s, request = self.episode
         stamp, positions = self.joints
         tick = round((stamp - start_s) * self.fps)
-        if tick < 0 or tick % self.replan_every or stamp <= self.answered_s:
+        if tick < self.due_tick or stamp <= self.answered_s:
             return
-        if self.plan is None and (tick != 0 or not self._plan(positions, start_s, request)):
-            return  # the plan starts from the joints at the episode's first tick
-        chunk = plan_window(self.plan, tick, self.chunk_size)
+        if self.plan is None:
+            if not self._plan(positions, start_s, request):
+                return
+            self.plan_tick = tick
+        chunk = plan_window(self.plan, tick - self.plan_tick, self.chunk_size)
         self.chunk_pub.publish(chunk_message(so101.from_lerobot(chunk), stamp, self.fps))
-        self.answered_s = stamp
+        self.answered_s, self.due_tick = stamp, tick + self.replan_every
 
     def _plan(self, start: np.ndarray, start_s: float, request: str) -> bool:
         if self.scene is None or self.scene[0] < start_s or self.target is None or self.target[0] < start_s:

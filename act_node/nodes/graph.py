@@ -6,6 +6,7 @@ defaults and their checks are act_node.config.GraphConfig's.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +15,11 @@ from dataclasses import dataclass, field
 
 from act_node.config import GraphConfig
 
-LAUNCH_ARGUMENTS = GraphConfig.launch_arguments()  # name: (default, description)
+# where the graph runs, beside what it does (GraphConfig): name -> (default, description)
+PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
+                                         "domain: two namespaces); empty: the root")}
+LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS}  # name: (default, description)
+NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
                   "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video")
@@ -29,14 +34,40 @@ class NodeSpec:
     name: str
     parameters: dict = field(default_factory=dict)
     remappings: list[tuple[str, str]] = field(default_factory=list)
+    namespace: str = ""  # "" (the root) or "/name": every relative topic and the node itself live in it
+
+
+def namespace_of(text: str) -> str:
+    """A launch argument's namespace as ROS wants it: "" for the root, else "/a/b"; ValueError names it."""
+    text = text.strip().rstrip("/")
+    if not text:
+        return ""
+    namespace = text if text.startswith("/") else f"/{text}"
+    if not NAMESPACE.match(namespace):
+        raise ValueError(f"namespace:={text!r} is not a ROS namespace (expected names of letters, digits and "
+                         "underscores, not starting with a digit, separated by /)")
+    return namespace
 
 
 def describe(**overrides: str) -> list[NodeSpec]:
     """The graph for these launch arguments (strings, as on a command line)."""
-    return describe_config(GraphConfig.from_arguments(overrides))
+    namespace = namespace_of(str(overrides.pop("namespace", "")))
+    return describe_config(GraphConfig.from_arguments(overrides), namespace)
 
 
-def describe_config(config: GraphConfig) -> list[NodeSpec]:
+def describe_config(config: GraphConfig, namespace: str = "") -> list[NodeSpec]:
+    """The nodes for this config. In a namespace, every topic name in the nodes is relative and follows it;
+    /clock is absolute by convention (rclpy's time source listens there), so each node's /clock is
+    remapped into the namespace too: two graphs in one domain then share nothing."""
+    nodes = _nodes(config)
+    for node in nodes:
+        node.namespace = namespace
+        if namespace:
+            node.remappings.append(("/clock", "clock"))
+    return nodes
+
+
+def _nodes(config: GraphConfig) -> list[NodeSpec]:
     replan = config.replan_ticks()
     parameters = {name: getattr(config, name) for name in SIM_PARAMETERS}
     parameters.update(cameras=list(config.cameras), replan_every=replan)
@@ -56,6 +87,8 @@ def describe_config(config: GraphConfig) -> list[NodeSpec]:
 def ros_arguments(spec: NodeSpec) -> list[str]:
     """--ros-args for a node started by hand: name, parameters, remappings."""
     arguments = ["--ros-args", "-r", f"__node:={spec.name}"]
+    if spec.namespace:
+        arguments += ["-r", f"__ns:={spec.namespace}"]
     for key, value in spec.parameters.items():
         if isinstance(value, bool):
             text = "true" if value else "false"

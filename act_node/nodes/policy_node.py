@@ -55,7 +55,7 @@ class PolicyNode(Node):
         self.declare_parameter("use_target", True)
         get = self.get_parameter
         self.cameras = list(get("cameras").value)
-        topics = [t for t in get("camera_topics").value if t] or [f"/camera/{c}/image_raw" for c in self.cameras]
+        topics = [t for t in get("camera_topics").value if t] or [f"camera/{c}/image_raw" for c in self.cameras]
         if len(topics) != len(self.cameras):
             raise ValueError(f"camera_topics has {len(topics)} entries for {len(self.cameras)} cameras")
         self.joint_names = tuple(get("joint_names").value)
@@ -73,16 +73,16 @@ class PolicyNode(Node):
         self.episode_start_s: float | None = None
         self.task = ""
         self.answered_s = -np.inf
-        self.chunk_pub = self.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
-        self.latency_pub = self.create_publisher(Float64, "/act/inference_latency", RELIABLE)
+        self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
+        self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
         for camera, topic in zip(self.cameras, topics):
             self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR)
-        self.create_subscription(JointState, "/joint_states", parsed(
+        self.create_subscription(JointState, "joint_states", parsed(
             self, lambda m: stamped_joint_positions(m, self.joint_names), "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
-        self.create_subscription(PointStamped, "/target/point", parsed(self, target_point, "target", self.on_target),
+        self.create_subscription(PointStamped, "target/point", parsed(self, target_point, "target", self.on_target),
                                  LATCHED)
-        self.create_subscription(Header, "/episode/start", parsed(self, episode_start, "episode start",
+        self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "

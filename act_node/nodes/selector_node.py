@@ -41,13 +41,13 @@ class SelectorNode(Node):
         self.request: str | None = None
         self.scene: tuple[float, list] | None = None
         self.episode_s = float("-inf")
-        self.point_pub = self.create_publisher(PointStamped, "/target/point", LATCHED)
-        self.status_pub = self.create_publisher(String, "/target/status", LATCHED)
-        self.marker_pub = self.create_publisher(MarkerArray, "/target/attention", LATCHED)
-        self.create_subscription(String, "/target/request", self.on_request, RELIABLE)
-        self.create_subscription(Header, "/episode/start",
+        self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
+        self.status_pub = self.create_publisher(String, "target/status", LATCHED)
+        self.marker_pub = self.create_publisher(MarkerArray, "target/attention", LATCHED)
+        self.create_subscription(String, "target/request", self.on_request, RELIABLE)
+        self.create_subscription(Header, "episode/start",
                                  parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
-        self.create_subscription(MarkerArray, "/scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
+        self.create_subscription(MarkerArray, "scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
                                  LATCHED)
 
     def on_request(self, message: String) -> None:

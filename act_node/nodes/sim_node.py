@@ -79,21 +79,21 @@ class SimNode(Node):
         self.frames: list = []
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
-        self.image_pubs = {c.name: self.create_publisher(Image, f"/camera/{c.name}/image_raw", SENSOR)
+        self.image_pubs = {c.name: self.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR)
                            for c in self.cameras}
-        self.info_pubs = {c.name: self.create_publisher(CameraInfo, f"/camera/{c.name}/camera_info", SENSOR)
+        self.info_pubs = {c.name: self.create_publisher(CameraInfo, f"camera/{c.name}/camera_info", SENSOR)
                           for c in self.cameras}
-        self.joint_pub = self.create_publisher(JointState, "/joint_states", SENSOR)
+        self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
-        self.scene_pub = self.create_publisher(MarkerArray, "/scene/objects", LATCHED)
-        self.start_pub = self.create_publisher(Header, "/episode/start", LATCHED)
-        self.result_pub = self.create_publisher(String, "/episode/result", RELIABLE)
-        self.create_subscription(JointTrajectory, "/act/action_chunk", self.on_chunk, RELIABLE)
-        self.create_subscription(String, "/target/request", self.on_request, RELIABLE)
+        self.scene_pub = self.create_publisher(MarkerArray, "scene/objects", LATCHED)
+        self.start_pub = self.create_publisher(Header, "episode/start", LATCHED)
+        self.result_pub = self.create_publisher(String, "episode/result", RELIABLE)
+        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE)
+        self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
-            self.point_pub = self.create_publisher(PointStamped, "/target/point", LATCHED)
+            self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
         else:
-            self.create_subscription(PointStamped, "/target/point", self.on_target, LATCHED)
+            self.create_subscription(PointStamped, "target/point", self.on_target, LATCHED)
         self.create_service(Trigger, "~/reset", self.on_reset)
         if self.config.clock == "realtime":
             self.timer = self.create_timer(1.0 / self.config.fps, self.step_once)
