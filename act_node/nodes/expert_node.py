@@ -32,6 +32,7 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
+from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
 from act_node.tabletop.expert import plan_for_scene, plan_window
 from act_node.tabletop.scene import requested_kind
@@ -40,12 +41,9 @@ from act_node.tabletop.scene import requested_kind
 class ExpertNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_expert", **node_options)  # e.g. parameter_overrides, for tests
-        self.declare_parameter("fps", float(FPS))
-        self.declare_parameter("chunk_size", CHUNK_SIZE)
-        self.declare_parameter("replan_every", REPLAN_EVERY)
-        self.fps = float(self.get_parameter("fps").value)
-        self.chunk_size = int(self.get_parameter("chunk_size").value)
-        self.replan_every = int(self.get_parameter("replan_every").value)
+        self.fps = float(declare(self, "fps", float(FPS), "ticks a second (the sim's fps)", low=1.0))
+        self.chunk_size = int(declare(self, "chunk_size", CHUNK_SIZE, "steps in each chunk", low=1))
+        self.replan_every = int(declare(self, "replan_every", REPLAN_EVERY, "ticks between chunks", low=1))
         self.episode: tuple[float, str] | None = None
         self.scene: tuple[float, list] | None = None
         self.target: tuple[float, np.ndarray] | None = None

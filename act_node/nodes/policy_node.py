@@ -35,6 +35,7 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
+from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
 from act_node.observation import ObservationMatcher
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
@@ -43,32 +44,29 @@ from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 class PolicyNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
-        self.declare_parameter("checkpoint", "")
-        self.declare_parameter("device", "cpu")
-        self.declare_parameter("cameras", list(DEFAULT_CAMERAS))
-        self.declare_parameter("camera_topics", [""])  # default: /camera/<name>/image_raw per camera
-        self.declare_parameter("joint_names", list(so101.JOINT_NAMES))
-        self.declare_parameter("fps", float(FPS))
-        self.declare_parameter("skew_s", 0.01)
-        self.declare_parameter("infer", "every_n")  # or "latest"
-        self.declare_parameter("replan_every", 0)  # ticks; 0: the checkpoint's n_action_steps
-        self.declare_parameter("use_target", True)
         get = self.get_parameter
-        self.cameras = list(get("cameras").value)
-        topics = [t for t in get("camera_topics").value if t] or [f"camera/{c}/image_raw" for c in self.cameras]
-        if len(topics) != len(self.cameras):
-            raise ValueError(f"camera_topics has {len(topics)} entries for {len(self.cameras)} cameras")
-        self.joint_names = tuple(get("joint_names").value)
-        self.fps = float(get("fps").value)
-        self.infer_mode = get("infer").value
-        if self.infer_mode not in ("every_n", "latest"):
-            raise ValueError(f"infer must be 'every_n' or 'latest', got {self.infer_mode!r}")
+        declare(self, "checkpoint", "", "LeRobot pretrained_model folder")
+        declare(self, "device", "cpu", "torch device: cpu, cuda, cuda:1, mps")
+        # each camera's images arrive on camera/<name>/image_raw: remap that name for another driver's topic
+        self.cameras = list(declare(self, "cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was "
+                                    "trained on, each read from camera/<name>/image_raw"))
+        self.joint_names = tuple(declare(self, "joint_names", list(so101.JOINT_NAMES), "joint_states names in "
+                                         "the checkpoint's state order"))
+        self.fps = float(declare(self, "fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0))
+        skew_s = float(declare(self, "skew_s", 0.01, "seconds by which images and joints of one observation "
+                               "may differ in stamp", low=0.0, high=1.0))
+        self.infer_mode = declare(self, "infer", "every_n", "every_n: answer the observations replan_every "
+                                  "ticks apart (lockstep); latest: the newest whenever free (realtime)",
+                                  choices=("every_n", "latest"))
+        declare(self, "replan_every", 0, "ticks between chunks; 0: the checkpoint's n_action_steps", low=0)
+        declare(self, "use_target", True, "feed target/point as environment_state when the checkpoint takes it")
+        topics = [f"camera/{c}/image_raw" for c in self.cameras]
         self.policy = self._load(get("checkpoint").value, get("device").value)
         self.replan_every = int(get("replan_every").value) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and get("use_target").value
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.cameras}
-        self.matcher = ObservationMatcher(["joints", *self.cameras], float(get("skew_s").value))
+        self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
         self.task = ""

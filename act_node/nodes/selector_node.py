@@ -24,6 +24,7 @@ from act_node.nodes.messages import (
     point_message,
     scene_objects,
 )
+from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
 from act_node.selector import Selector
 from act_node.tabletop.scene import requested_kind
@@ -35,8 +36,8 @@ MAX_LINE_M = 0.02  # line width for a weight of 1
 class SelectorNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_selector", **node_options)  # e.g. parameter_overrides, for tests
-        self.declare_parameter("model", "")  # a selector folder; default: the package's models/selector_lookup
-        model = self.get_parameter("model").value
+        model = declare(self, "model", "", "a selector folder (selector.json, model.safetensors); empty: the "
+                        "package's models/selector_lookup")
         self.selector = Selector.load(model or None)
         self.request: str | None = None
         self.scene: tuple[float, list] | None = None

@@ -17,6 +17,7 @@ completes and the process exits with 0.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from act_node.config import GraphConfig
+from act_node.config import MERGE_RULES, GraphConfig
 from act_node.nodes.graph import SIM_PARAMETERS
 from act_node.nodes.messages import (
     LATCHED,
@@ -48,23 +49,30 @@ from act_node.nodes.messages import (
     target_point,
     to_time,
 )
+from act_node.nodes.parameters import declare, refuse, result
 from act_node.nodes.runner import run
 from act_node.stepping import EpisodeResult, SimEpisodes, VideoWriter, result_path
 from act_node.tabletop.env import side_by_side
 from act_node.tabletop.objects import KINDS
 from act_node.tabletop.video import caption
 
+# what `ros2 param set` changes while the sim runs: the executor reads these at every tick
+CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
+
 
 class SimNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_sim", **node_options)  # e.g. parameter_overrides, for tests
-        defaults = GraphConfig()
-        for name in SIM_PARAMETERS:
-            default = getattr(defaults, name)
-            self.declare_parameter(name, list(default) if isinstance(default, tuple) else default)
-        self.declare_parameter("lockstep_timeout_s", 10.0)
-        self.declare_parameter("republish_s", 0.5)
-        self.declare_parameter("autostart", True)
+        fields = {spec.name: spec for spec in dataclasses.fields(GraphConfig)}
+        for name in SIM_PARAMETERS:  # GraphConfig's description and limits, one place for each
+            meta, default = fields[name].metadata, fields[name].default
+            declare(self, name, list(default) if isinstance(default, tuple) else default, meta["description"],
+                    changeable=name in CHANGEABLE, low=meta.get("low"), high=meta.get("high"),
+                    choices=meta.get("choices"))
+        declare(self, "lockstep_timeout_s", 10.0, "lockstep: seconds of wall time without an action before "
+                "the arm holds for a tick", low=0.0)
+        declare(self, "republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01)
+        declare(self, "autostart", True, "start the first episode by itself")
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         replan = int(get("replan_every")) or None
         self.config = GraphConfig(**{name: get(name) for name in SIM_PARAMETERS if name != "replan_every"},
@@ -72,6 +80,12 @@ class SimNode(Node):
         self.lockstep_timeout_s = float(get("lockstep_timeout_s"))
         self.republish_s = float(get("republish_s"))
         self.sim = SimEpisodes(self.config)
+        stale = declare(self, "stale_after_s", self.config.stale_after_s(), "seconds after its stamp that the "
+                        "newest chunk is stale and the arm holds (default: until the next chunk is due)",
+                        changeable=True, low=0.0)
+        self.sim.executor.stale_after_s = float(stale)
+        self.add_on_set_parameters_callback(self.check_change)
+        self.add_post_set_parameters_callback(self.apply_change)
         self.cameras = list(self.sim.table.rig.specs.values())
         self.video_dir = Path(self.config.video_dir) if self.config.video_dir else None
         self.filming = self.video_dir is not None and self.config.record_video
@@ -105,6 +119,25 @@ class SimNode(Node):
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         if get("autostart"):
             self.start_episode()
+
+    # --- parameters that change at run time --------------------------------------------------------------
+    def check_change(self, parameters) -> object:
+        problems = [refuse(p.name, p.value, MERGE_RULES if p.name == "merge" else None) for p in parameters]
+        return result([p for p in problems if p])
+
+    def apply_change(self, parameters) -> None:
+        executor = self.sim.executor
+        with self.lock:  # between ticks
+            for parameter in parameters:
+                if parameter.name == "merge":
+                    executor.merge = parameter.value
+                elif parameter.name == "max_velocity":
+                    executor.max_velocity[:] = float(parameter.value)
+                elif parameter.name == "stale_after_s":
+                    executor.stale_after_s = float(parameter.value)
+                else:
+                    continue
+                self.get_logger().info(f"{parameter.name} is now {parameter.value}")
 
     # --- episodes ----------------------------------------------------------------------------------------
     def start_episode(self, request: str | None = None) -> dict:
