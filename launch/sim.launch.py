@@ -8,8 +8,9 @@ The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the
     Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
 
 Where ROS 2 has them (an apt install, not the PyPI wheels) it also starts robot_state_publisher on the
-arm's URDF (share/act_node/sim/so101.urdf), which turns /joint_states into TF, and with rviz:=true RViz
-with share/act_node/launch/rviz/act_node.rviz.
+arm's URDF (share/act_node/sim/so101.urdf, under a `table` root with the cameras' optical frames:
+act_node/description.py), which turns joint_states into TF, and with rviz:=true RViz with
+share/act_node/launch/rviz/act_node.rviz.
 """
 
 from launch.actions import DeclareLaunchArgument, EmitEvent, LogInfo, OpaqueFunction, RegisterEventHandler
@@ -18,6 +19,7 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from act_node.description import robot_description
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe, namespace_of
 from act_node.paths import share_dir
 from launch import LaunchDescription
@@ -78,7 +80,7 @@ def viewers(context):
                  "remappings": [("/tf", "tf"), ("/tf_static", "tf_static"), ("/clock", "clock")] if namespace else []}
     entities = []
     if installed("robot_state_publisher"):
-        urdf = (share / "sim" / "so101.urdf").read_text()
+        urdf = robot_description()  # the sim publishes the same on robot_description
         entities.append(Node(package="robot_state_publisher", executable="robot_state_publisher",
                              name="robot_state_publisher", output="screen", **placement,
                              parameters=[{"robot_description": urdf, "use_sim_time": True}]))

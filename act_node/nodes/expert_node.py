@@ -21,6 +21,7 @@ from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
 from act_node.config import CHUNK_SIZE, FPS, REPLAN_EVERY
+from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -53,6 +54,7 @@ class ExpertNode(Node):
         self.plan_tick = 0  # the episode tick the plan starts at
         self.due_tick = 0  # the next tick to answer
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
+        self.path = ChunkPath(self)  # the chunk's tool path for RViz, act/chunk_path
         self.create_subscription(Header, "episode/start",
                                  parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
         self.create_subscription(MarkerArray, "scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
@@ -98,7 +100,9 @@ class ExpertNode(Node):
                 return
             self.plan_tick = tick
         chunk = plan_window(self.plan, tick - self.plan_tick, self.chunk_size)
-        self.chunk_pub.publish(chunk_message(so101.from_lerobot(chunk), stamp, self.fps))
+        chunk_rad = so101.from_lerobot(chunk)
+        self.chunk_pub.publish(chunk_message(chunk_rad, stamp, self.fps))
+        self.path.publish(chunk_rad, stamp)
         self.answered_s, self.due_tick = stamp, tick + self.replan_every
 
     def _plan(self, start: np.ndarray, start_s: float, request: str) -> bool:

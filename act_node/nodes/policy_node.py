@@ -22,6 +22,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
 from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -72,6 +73,7 @@ class PolicyNode(Node):
         self.task = ""
         self.answered_s = -np.inf
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
+        self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
         self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
         for camera, topic in zip(self.cameras, topics):
             self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR)
@@ -144,9 +146,11 @@ class PolicyNode(Node):
         started = time.perf_counter()
         chunk, _ = self.policy(observation, self.task)
         self.answered_s = stamp
-        self.chunk_pub.publish(chunk_message(so101.from_lerobot(chunk), stamp, self.fps, self.joint_names))
+        chunk_rad = so101.from_lerobot(chunk)
+        self.chunk_pub.publish(chunk_message(chunk_rad, stamp, self.fps, self.joint_names))
         latency = time.perf_counter() - started
         self.latency_pub.publish(Float64(data=latency))
+        self.path.publish(chunk_rad, stamp)
         self.get_logger().info(f"chunk for t={stamp:.3f} s (tick {tick}): {latency * 1000:.0f} ms",
                                throttle_duration_sec=5.0)
 

@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from act_node.config import MERGE_RULES, GraphConfig
+from act_node.description import robot_description
 from act_node.nodes.graph import SIM_PARAMETERS
 from act_node.nodes.messages import (
     LATCHED,
@@ -102,6 +103,9 @@ class SimNode(Node):
         self.scene_pub = self.create_publisher(MarkerArray, "scene/objects", LATCHED)
         self.start_pub = self.create_publisher(Header, "episode/start", LATCHED)
         self.result_pub = self.create_publisher(String, "episode/result", RELIABLE)
+        # the URDF with the table and camera frames, latched as robot_state_publisher does: RViz's robot model
+        self.description_pub = self.create_publisher(String, "robot_description", LATCHED)
+        self.description_pub.publish(String(data=robot_description()))
         self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE)
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
@@ -119,6 +123,14 @@ class SimNode(Node):
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         if get("autostart"):
             self.start_episode()
+
+    def work_left(self) -> str | None:
+        """What a stop now cuts short, for the runner (exit code 1), or None: a count of episodes, or
+        nothing when it serves until stopped (episodes:=0)."""
+        left = self.sim.episodes_left
+        if left is None or left <= 0:
+            return None
+        return f"{left} of {self.config.episodes} episodes not finished"
 
     # --- parameters that change at run time --------------------------------------------------------------
     def check_change(self, parameters) -> object:
