@@ -72,7 +72,11 @@ class ArmController:
             self.executor = ChunkExecutor(self.fps, self.chain.lower, self.chain.upper,
                                           self.safety_config.max_velocity_rad_s, merge=self.merge,
                                           stale_after_s=self.stale_after_s)
-            measured = self.arm.read().positions if self.dry_run else self.arm.activate()
+            try:
+                measured = self.arm.read().positions if self.dry_run else self.arm.activate()
+            except ArmError:
+                self.arm.deactivate()  # torque off again and the port closed before refusing
+                raise
             self._run_from(measured)
             return measured
 

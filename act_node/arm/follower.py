@@ -39,11 +39,20 @@ from act_node.arm.servo_sim import REGISTERS, STS3215_MODEL
 UNITS = ("degrees", "range_m100_100")  # what a checkpoint's joints can be in (LeRobot < 0.4.4 recorded -100..100)
 
 
+def default_calibration_dir() -> Path:
+    """Where lerobot-calibrate writes an SO follower's file: <HF_LEROBOT_CALIBRATION>/robots/so_follower."""
+    from lerobot.robots.so_follower import SOFollower
+    from lerobot.utils.constants import HF_LEROBOT_CALIBRATION, ROBOTS
+
+    return HF_LEROBOT_CALIBRATION / ROBOTS / SOFollower.name
+
+
 class SO101FollowerArm(ArmInterface):
-    def __init__(self, port: str, robot_id: str, calibration_dir: str | Path, checkpoint_units: str = "degrees",
+    def __init__(self, port: str, robot_id: str, calibration_dir: str | Path | None = None,
+                 checkpoint_units: str = "degrees",
                  max_relative_target_deg: float | None = 30.0, read_retries: int = 1):
         self.port, self.robot_id = port, robot_id
-        self.calibration_dir = Path(calibration_dir).expanduser()
+        self.calibration_dir = Path(calibration_dir).expanduser() if calibration_dir else default_calibration_dir()
         self.calibration_path = self.calibration_dir / f"{robot_id}.json"
         self.checkpoint_units = checkpoint_units
         self.max_relative_target_deg = None if max_relative_target_deg is None else float(max_relative_target_deg)
