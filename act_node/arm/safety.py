@@ -11,7 +11,8 @@ Each tick, in this order (a filter that changes a joint counts a clamp under its
 
 The first goal is the measured pose (start() and reset()), so nothing jumps when a policy starts. Faults latch
 and stop every write until reset(): `max_failed_reads` reads failing in a row, a tracking error (|previous goal -
-measured|) above `max_tracking_error_rad` for longer than `tracking_time_s`, a servo's error flags, a position
+measured|, body joints: a gripper holding something never reaches its goal) above `max_tracking_error_rad` for
+longer than `tracking_time_s`, a servo's error flags, a position
 outside the calibrated range. stop() freezes at the present pose; estop() latches until reset() (the caller
 turns torque off). Radians and seconds throughout; pure Python.
 """
@@ -24,12 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from act_node import so101
 from act_node.arm.interface import JointReading, ServoStatus
 
 # Default velocity bound. The sim's executor allows 4.7 rad/s, the STS3215's no-load speed: a loaded SO-101
-# joint does not reach it, and a goal running ahead of the arm only builds tracking error. The expert's picks
-# (measured over its episodes, README "Deploy on an SO-101") move a joint at most ~1.4 rad/s between ticks;
-# 2.0 rad/s leaves that unclamped and caps a bad chunk at 0.067 rad (3.8 degrees) per tick at 30 fps.
+# joint does not reach it, and a goal running ahead of the arm only builds tracking error. The scripted
+# expert's picks (20 episodes: `python bench/bench_arm.py --expert-speeds`) move a body joint at most
+# 1.65 rad/s (wrist_roll; the others <= 1.36); its gripper commands are steps (6.5 rad/s) and get slowed to this
+# bound. 2.0 rad/s leaves the body's motion unclamped and caps a bad chunk at 0.067 rad (3.8 deg) per tick at 30 fps.
 MAX_VELOCITY_RAD_S = 2.0
 STATES = ("idle", "running", "stopped", "estopped", "fault")
 
@@ -43,6 +46,7 @@ class SafetyConfig:
     max_failed_reads: int = 3  # in a row: 0.1 s of a blind arm at 30 fps
     max_tracking_error_rad: float = 0.4
     tracking_time_s: float = 0.5
+    track_gripper: bool = False  # a gripper holding an object never reaches its goal: not a fault
 
     def __post_init__(self):
         for name in ("fps", "max_velocity_rad_s", "max_from_measured_rad", "max_tracking_error_rad",
@@ -127,6 +131,8 @@ class SafetyChain:
             self._tracking_since = None
             return
         error = np.abs(self.last_goal - reading.positions)
+        if not self.config.track_gripper:
+            error[so101.GRIPPER] = 0.0
         if error.max() <= self.config.max_tracking_error_rad:
             self._tracking_since = None
             return

@@ -4,6 +4,7 @@ feetech-servo-sdk and pyserial) opens `SimulatedBus.port` as if it were the SO-1
     LeRobot FeetechMotorsBus --pyserial--> pty slave | pty master <-- serving thread
                                                                         |  Feetech protocol 0 packets
                                                  SimulatedServo x 6 (a register map each, faults)
+                                                                        |  physics thread at physics_hz:
                                                                         |  goal ticks -> radians (calibration)
                                                  ArmPhysics: FirstOrderArm (unit tests) or PyBulletArm
 
@@ -213,7 +214,7 @@ class SimulatedBus:
     angles. Use as a context manager or call start()/close()."""
 
     def __init__(self, calibration: Calibration, physics: ArmPhysics | None = None,
-                 start_rad: np.ndarray | None = None):
+                 start_rad: np.ndarray | None = None, physics_hz: float = 200.0):
         self.calibration = calibration
         self.physics = physics if physics is not None else FirstOrderArm(start_rad)
         self.servos = {MOTOR_IDS[name]: SimulatedServo(m.id, m.homing_offset, m.range_min, m.range_max)
@@ -221,31 +222,34 @@ class SimulatedBus:
         self._homing = np.array([calibration.motors[n].homing_offset for n in so101.JOINT_NAMES])
         self.writes: list[WriteRecord] = []
         self.stats = _Stats()
-        self.lock = threading.RLock()  # guards servos, physics and the log against the serving thread
+        self.lock = threading.RLock()  # guards the servos' memory and the write log
+        self.physics_lock = threading.RLock()  # guards the physics (pybullet is not thread-safe)
+        self.physics_hz = physics_hz
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)  # no echo, no line discipline: bytes pass as they are
         self.port = os.ttyname(self._slave)
         self._buffer = bytearray()
         self._last_s = time.monotonic()
         self._running = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._present(self.physics.positions(), 0.0)
         for servo in self.servos.values():  # goal = present, as a servo after power-on
-            servo.set("Goal_Position", 0)
-        self._refresh()
-        for servo in self.servos.values():
             servo.set("Goal_Position", servo.get("Present_Position"))
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> SimulatedBus:
         self._running = True
-        self._thread = threading.Thread(target=self._serve, name="sts3215-sim", daemon=True)
-        self._thread.start()
+        self._last_s = time.monotonic()
+        self._threads = [threading.Thread(target=self._serve, name="sts3215-bus", daemon=True),
+                         threading.Thread(target=self._run_physics, name="sts3215-physics", daemon=True)]
+        for thread in self._threads:
+            thread.start()
         return self
 
     def close(self) -> None:
         self._running = False
-        if self._thread is not None:
-            self._thread.join(timeout=2.0)
+        for thread in self._threads:
+            thread.join(timeout=2.0)
         for fd in (self._master, self._slave):
             try:
                 os.close(fd)
@@ -275,12 +279,10 @@ class SimulatedBus:
 
     def register(self, servo_id: int, name: str) -> int:
         with self.lock:
-            self._refresh()
             return self.servos[servo_id].get(name)
 
     def positions_rad(self) -> np.ndarray:
-        with self.lock:
-            self._refresh()
+        with self.physics_lock:
             return self.physics.positions()
 
     def torques(self) -> dict[int, bool]:
@@ -292,40 +294,54 @@ class SimulatedBus:
             return [w for w in self.writes if w.register == "Goal_Position"]
 
     # --- physics <-> registers -------------------------------------------------------------------------------
-    def _refresh(self) -> None:
-        """Advance the physics to now under the goals and torques the registers hold; write Present_*."""
+    def _run_physics(self) -> None:
+        """The servos' own loop: drive the physics towards the goal registers at `physics_hz` on wall time and
+        write Present_* back; the serving thread answers from the registers without waiting for physics."""
+        period = 1.0 / self.physics_hz
+        while self._running:
+            began = time.monotonic()
+            self._step()
+            time.sleep(max(0.0, period - (time.monotonic() - began)))
+
+    def _step(self) -> None:
+        with self.lock:
+            servos = [self.servos[MOTOR_IDS[name]] for name in so101.JOINT_NAMES]
+            goal_ticks = np.array([s.goal_ticks() for s in servos])
+            homing = np.array([s.get("Homing_Offset") for s in servos])
+            stuck = np.array([s.faults.stuck for s in servos])
+            torque = np.array([s.torque for s in servos])
+        # the goal register is in the homed frame; the joint angle maps to it through the arm's true calibration
+        goals = self.calibration.to_radians(goal_ticks + homing - self._homing)
         now = time.monotonic()
         dt, self._last_s = now - self._last_s, now
-        servos = [self.servos[MOTOR_IDS[name]] for name in so101.JOINT_NAMES]
-        q = self.physics.positions()
-        goal_ticks = np.array([s.goal_ticks() for s in servos])
-        # the goal register is in the homed frame; the joint angle maps to it through the arm's true calibration
-        true_goal = goal_ticks + np.array([s.get("Homing_Offset") for s in servos]) - self._homing
-        goals = self.calibration.to_radians(true_goal)
-        goals = np.where([s.faults.stuck for s in servos], q, goals)
-        torque = np.array([s.torque for s in servos])
-        if dt > 0:
-            self.physics.advance(dt, goals, torque)
-        q_new = self.physics.positions()
-        encoder = self.calibration.from_radians(q_new) + self._homing
-        for servo, ticks, speed in zip(servos, encoder, (q_new - q) / max(dt, 1e-6)):
-            present = (int(ticks) - servo.get("Homing_Offset") + servo.faults.position_bias) % RESOLUTION
-            servo.set("Present_Position", present)
-            servo.set("Present_Velocity", int(np.clip(math.degrees(speed) / 0.087, -MAX_TICK, MAX_TICK)))
-            servo.set("Moving", int(abs(speed) > 0.01))
-            servo.set("Status", servo.faults.error_bits)
+        with self.physics_lock:
+            q = self.physics.positions()
+            self.physics.advance(dt, np.where(stuck, q, goals), torque)
+            q_new = self.physics.positions()
+        self._present(q_new, dt, q)
+
+    def _present(self, q: np.ndarray, dt: float, q_before: np.ndarray | None = None) -> None:
+        """Present_Position (and velocity, moving, status) registers for joint angles `q` (6,) radians."""
+        encoder = self.calibration.from_radians(q) + self._homing
+        speeds = np.zeros(6) if q_before is None or dt <= 0 else (q - q_before) / dt
+        with self.lock:
+            for name, ticks, speed in zip(so101.JOINT_NAMES, encoder, speeds):
+                servo = self.servos[MOTOR_IDS[name]]
+                present = (int(ticks) - servo.get("Homing_Offset") + servo.faults.position_bias) % RESOLUTION
+                servo.set("Present_Position", present)
+                # 0.087 degrees per tick per second: the STS3215's speed unit
+                servo.set("Present_Velocity", int(np.clip(math.degrees(speed) / 0.087, -MAX_TICK, MAX_TICK)))
+                servo.set("Moving", int(abs(speed) > 0.01))
+                servo.set("Status", servo.faults.error_bits)
 
     # --- serving ---------------------------------------------------------------------------------------------
     def _serve(self) -> None:
         while self._running:
             try:
-                ready, _, _ = select.select([self._master], [], [], 0.005)
+                ready, _, _ = select.select([self._master], [], [], 0.05)
                 if ready:
                     self._buffer += os.read(self._master, 4096)
                     self._handle_packets()
-                else:
-                    with self.lock:
-                        self._refresh()  # the arm moves between packets too
             except OSError:  # the pty went away while closing
                 return
 
@@ -350,7 +366,6 @@ class SimulatedBus:
                 if checksum(packet[2:-1]) != packet[-1]:
                     self.stats.bad_checksums += 1
                     continue
-                self._refresh()
                 reply = self._answer(packet[2], packet[4], packet[5:-1])
             if reply:
                 os.write(self._master, reply)

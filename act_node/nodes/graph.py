@@ -26,6 +26,17 @@ LAUNCH_ARGUMENTS = {  # name: (default, description)
     "device": ("cpu", "torch device for the policy"),
     "video_dir": ("", "write each episode's result (JSON) and video here"),
     "record_video": ("true", "write the videos too (false: results only)"),
+    # robot:=so101: a real arm instead of the sim (see describe_so101)
+    "robot": ("sim", "sim (the PyBullet table-top) or so101 (a follower arm over LeRobot's Feetech bus)"),
+    "port": ("", "so101: the follower's serial port, e.g. /dev/ttyACM0"),
+    "id": ("follower", "so101: the robot id its LeRobot calibration file is named after"),
+    "calibration_dir": ("", "so101: folder of <id>.json ('' : LeRobot's default)"),
+    "dry_run": ("false", "so101: run everything but never enable torque nor write a goal"),
+    "camera_devices": ("", "so101: one OpenCV index or path per camera, comma-separated ('': no camera nodes)"),
+    "resize": ("false", "so101: resize camera frames to the checkpoint's size instead of refusing"),
+    "task": ("", "so101: the task text the run starts with"),
+    "target_topic": ("/target/point", "so101: where the target point comes from, e.g. /clicked_point (RViz)"),
+    "rest_pose": ("", "so101: comma-separated radians to move to on shutdown ('': no move)"),
 }
 EXPERT_REPLAN = 30
 FPS = 30
@@ -67,6 +78,10 @@ def describe(**overrides: str) -> list[NodeSpec]:
         raise ValueError("policy:=act needs checkpoint:=<pretrained_model folder>")
     cameras = [c.strip() for c in arguments["cameras"].split(",") if c.strip()]
     replan = replan_ticks(arguments)
+    if arguments["robot"] == "so101":
+        return describe_so101(arguments, cameras, replan)
+    if arguments["robot"] != "sim":
+        raise ValueError(f"robot must be 'sim' or 'so101', got {arguments['robot']!r}")
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", {
         "objects": int(arguments["objects"]), "cameras": cameras, "image_height": int(arguments["image_height"]),
         "image_width": int(arguments["image_width"]), "clock": arguments["clock"], "merge": arguments["merge"],
@@ -87,6 +102,34 @@ def describe(**overrides: str) -> list[NodeSpec]:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {"replan_every": replan, "use_sim_time": True})
     return [sim, selector, policy]
+
+
+def describe_so101(arguments: dict[str, str], cameras: list[str], replan: int) -> list[NodeSpec]:
+    """A real SO-101: the arm node, a camera node per `camera_devices` entry, and the policy (or the expert)
+    running on wall time from the start with the `task` text. The target comes from `target_topic`."""
+    if not arguments["port"]:
+        raise ValueError("robot:=so101 needs port:=<the follower's serial port>")
+    arm = NodeSpec("act_so101_node", "act_node.nodes.arm_node", "act_so101", {
+        "port": arguments["port"], "robot_id": arguments["id"], "calibration_dir": arguments["calibration_dir"],
+        "dry_run": arguments["dry_run"].lower() == "true", "fps": float(FPS), "merge": arguments["merge"],
+        "stale_after_s": max(1.0, (replan + 1) / FPS),
+        "rest_pose": [float(v) for v in arguments["rest_pose"].split(",") if v.strip()] or [0.0]})
+    devices = [d.strip() for d in arguments["camera_devices"].split(",") if d.strip()]
+    if devices and len(devices) != len(cameras):
+        raise ValueError(f"camera_devices has {len(devices)} entries for cameras {cameras}")
+    camera_nodes = [NodeSpec("act_camera_node", "act_node.nodes.camera_node", f"act_camera_{name}", {
+        "name": name, "device": device, "fps": float(FPS), "checkpoint": arguments["checkpoint"],
+        "resize": arguments["resize"].lower() == "true"}) for name, device in zip(cameras, devices)]
+    target = [("/target/point", arguments["target_topic"])] if arguments["target_topic"] != "/target/point" else []
+    if arguments["policy"] == "act":
+        policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
+            "checkpoint": arguments["checkpoint"], "device": arguments["device"], "cameras": cameras,
+            "replan_every": replan, "infer": "latest", "run_on_start": True, "task": arguments["task"]},
+            remappings=target)
+    else:  # the expert plans from /episode/start, /scene/objects and the target: a simulated table behind the bus
+        policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
+                          remappings=target)
+    return [arm, *camera_nodes, policy]
 
 
 def ros_arguments(spec: NodeSpec) -> list[str]:
