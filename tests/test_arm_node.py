@@ -176,3 +176,27 @@ def test_sigterm_during_start_up_leaves_no_servo_torqued(bus, tmp_path):
         if process.poll() is None:
             process.kill()
     assert wait_for(lambda: not any(bus.torques().values()), 2.0), out
+
+
+def test_launch_command_drives_the_arm_and_ctrl_c_leaves_it_without_torque(bus, tmp_path):
+    """`act-sim launch robot:=so101 ...` (the graph ros2 launch also starts) against the simulated bus: the
+    arm is activated, and Ctrl-C on the launch leaves every servo without torque, every goal in bounds."""
+    from act_node.arm.safety import SafetyConfig
+
+    write_calibration(tmp_path)
+    command = [sys.executable, "-m", "act_node.cli", "launch", "robot:=so101", f"port:={bus.port}", f"id:={ROBOT_ID}",
+               f"calibration_dir:={tmp_path}", "policy:=expert"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        torqued = wait_for(lambda: all(bus.torques().values()), 90.0)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert torqued, out
+    assert "act_so101: torque off and port closed" in out, out
+    assert "nodes that failed" not in out, out
+    assert not any(bus.torques().values()), out
+    check_goal_writes(bus, SafetyConfig())

@@ -427,3 +427,37 @@ class SimulatedBus:
         if name in ("Present_Position", "Model_Number", "Firmware_Major_Version", "Firmware_Minor_Version"):
             return  # read-only
         servo.memory[address: address + len(data)] = data
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve a simulated SO-101 bus until Ctrl-C or SIGTERM, for running the arm node (or LeRobot's own tools)
+    against it: `python -m act_node.arm.servo_sim --calibration ~/cal/follower.json` prints the port."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--calibration", required=True,
+                        help="the arm's calibration file; written (calibration.so101_calibration) if absent")
+    parser.add_argument("--physics", choices=("first-order", "pybullet"), default="first-order")
+    args = parser.parse_args(argv)
+    from pathlib import Path
+
+    from act_node.arm.calibration import so101_calibration
+
+    path = Path(args.calibration).expanduser()
+    if not path.exists():
+        so101_calibration().save(path)
+    calibration = Calibration.load(path)
+    physics = PyBulletArm() if args.physics == "pybullet" else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with SimulatedBus(calibration, physics=physics) as bus:
+        print(bus.port, flush=True)
+        try:
+            stop.wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
