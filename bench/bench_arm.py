@@ -11,7 +11,7 @@ cores as on a laptop.
 
   --expert-speeds   the scripted expert's joint speeds over 20 episodes (the velocity bound's measurement)
 
-Run: .venv/bin/python bench/bench_arm.py [--seconds 10]
+Run: .venv/bin/python bench/bench_arm.py [--seconds 10] [--policy-nice 10]
 """
 
 import argparse
@@ -78,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds measured per phase")
     parser.add_argument("--expert-speeds", action="store_true")
+    parser.add_argument("--policy-nice", type=int, default=0, help="run the policy node at this niceness")
     args = parser.parse_args()
     if args.expert_speeds:
         expert_speeds()
@@ -129,7 +130,8 @@ def main() -> None:
             alone = summary(arm.loop_periods[begin:])
 
             policy = subprocess.Popen(
-                [sys.executable, "-m", "act_node.nodes.policy_node", "--ros-args", "-p", f"checkpoint:={checkpoint}",
+                ["nice", "-n", str(args.policy_nice), sys.executable, "-m", "act_node.nodes.policy_node",
+                 "--ros-args", "-p", f"checkpoint:={checkpoint}",
                  "-p", "infer:=latest", "-p", "run_on_start:=true", "-p", "task:=pick up the cup",
                  "-p", "skew_s:=0.03"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
@@ -154,8 +156,9 @@ def main() -> None:
     executor.shutdown()
     rclpy.try_shutdown()
 
-    print(f"\nbus loop at {FPS:g} fps, {args.seconds:g} s per phase; the policy sent {chunks} chunks "
-          f"({chunks / args.seconds:.1f}/s) while measured")
+    print(f"\nbus loop at {FPS:g} fps, {args.seconds:g} s per phase; the policy (niceness {args.policy_nice}) sent "
+          f"{chunks} chunks ({chunks / args.seconds:.1f}/s) while measured; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores")
     print(f"{'':22s}{'alone':>10s}{'with policy':>14s}{'ratio':>8s}")
     for key, label in (("period_p50", "tick period p50 (ms)"), ("period_p99", "tick period p99 (ms)"),
                        ("jitter_p50", "jitter p50 (ms)"), ("jitter_p99", "jitter p99 (ms)")):
