@@ -117,6 +117,8 @@ def test_estop_turns_torque_off_and_nothing_is_written_until_reset(bus, folder):
              and (w.register == "Goal_Position" or (w.register == "Torque_Enable" and w.value == 1))]
     assert after == []
     assert control.ledger.balanced and control.ledger.rejected["arm estopped"] == 1
+    assert control.stop().startswith("not stopped: the arm is estopped")  # and stop writes no goal either
+    assert goal_writes(bus, stopped_at["t"]) == []
     before_reset = time.monotonic()
     assert control.reset().startswith("reset")
     assert all(bus.torques().values())
@@ -133,6 +135,7 @@ def test_stop_freezes_at_the_present_pose(bus, folder):
     control.add_chunk(now, ramp(START_RAD, START_RAD + 0.5, 200), now)
     run_ticks(control, 0.4)
     assert control.stop() == "stopped at the present pose"
+    time.sleep(0.1)  # the freeze is a sync write (no reply): let the servos take it before looking
     frozen_at = time.monotonic()
     run_ticks(control, 0.3)
     frozen = bus.positions_rad()

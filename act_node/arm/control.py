@@ -172,6 +172,8 @@ class ArmController:
     def stop(self) -> str:
         """Freeze at the present pose (one goal = present written), then write nothing until reset()."""
         with self.bus_lock:
+            if self.chain.state != "running":  # e-stopped or latched: nothing may be written
+                return f"not stopped: the arm is {self.chain.state}, nothing is being written"
             try:
                 measured = self.arm.read().positions
             except ArmReadError as error:
