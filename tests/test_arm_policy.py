@@ -66,6 +66,11 @@ def test_a_run_starts_at_start_up_and_on_act_run_and_ends_on_an_empty_one(ros, t
         assert wait_for(lambda: node.task == "pick up the box")
         operator.target.publish(messages.point_message((0.4, 0.3), time.time()))
         assert wait_for(lambda: operator.observe() and operator.chunks, 10.0), "no chunk in the new run"
+        # end the run before retiring: a node destroyed inside a callback raises in the executor's thread,
+        # which ends the spin for every later test of this module
+        operator.run.publish(String(data=""))
+        assert wait_for(lambda: node.episode_start_s is None)
+        time.sleep(0.3)
     finally:
         retire(ros, operator, node)
 
@@ -86,3 +91,46 @@ def test_so101_graph_has_the_arm_cameras_and_a_policy_running_from_the_start():
         describe(robot="so101", port="/dev/x", camera_devices="0")
     with pytest.raises(ValueError, match="robot must be"):
         describe(robot="ur5")
+
+
+def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_checkpoint, tmp_path):
+    """The policy node (a tiny trained ACT) -> arm node -> LeRobot's bus -> pty -> simulated servos: chunks are
+    applied and every goal stays in bounds (the checkpoint is too small to pick; the expert's test does)."""
+    from arm_helpers import ROBOT_ID, START_RAD, calibration, check_goal_writes, goal_writes, write_calibration
+
+    from act_node.arm.servo_sim import SimulatedBus
+    from act_node.nodes.arm_node import ArmNode
+    from act_node.nodes.policy_node import PolicyNode
+
+    write_calibration(tmp_path)
+    with SimulatedBus(calibration(), start_rad=START_RAD) as bus:
+        arm = ArmNode(parameter_overrides=[Parameter("port", value=bus.port), Parameter("robot_id", value=ROBOT_ID),
+                                           Parameter("calibration_dir", value=str(tmp_path))])
+        policy = PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(tiny_checkpoint)),
+                                                 Parameter("infer", value="latest"), Parameter("skew_s", value=0.03),
+                                                 Parameter("run_on_start", value=True),
+                                                 Parameter("task", value="pick up the cup")])
+        cameras = Operator()  # here only its camera and target publishers
+        for node in (arm, policy, cameras):
+            ros.add_node(node)
+        try:
+            assert wait_for(lambda: cameras.count_subscribers("/target/point") >= 1)
+            cameras.target.publish(messages.point_message((0.5, 0.25), time.time()))
+
+            def frames_until_applied() -> bool:
+                stamp = time.time()
+                for camera, publisher in cameras.images.items():
+                    publisher.publish(messages.image_message(np.full((*TINY_IMAGE, 3), 90, np.uint8), stamp, camera))
+                return arm.control.ledger.applied >= 3
+
+            assert wait_for(frames_until_applied, 30.0), (arm.control.ledger, policy.target,
+                                                           {k: len(v) for k, v in policy.matcher.buffers.items()})
+            assert wait_for(lambda: len(goal_writes(bus)) > 6 * 10)
+            cameras.run.publish(String(data=""))  # end the run before retiring (see the test above)
+            assert wait_for(lambda: policy.episode_start_s is None)
+            time.sleep(0.3)
+        finally:
+            retire(ros, cameras, policy, arm)
+        assert arm.control.ledger.balanced
+        assert check_goal_writes(bus, arm.control.safety_config) > 6 * 10
+        assert not any(bus.torques().values())
