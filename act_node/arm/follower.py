@@ -105,11 +105,14 @@ class SO101FollowerArm(ArmInterface):
         if problems:
             self._close()
             raise ArmConfigurationError(problems)
-        try:
-            self._write_motor_settings()
-        except (ConnectionError, RuntimeError, OSError) as error:
-            self._close()
-            raise ArmConfigurationError([f"writing the motor settings failed: {error}"]) from None
+        for attempt in range(3):  # idempotent writes; LeRobot's configure_motors() does not retry a lost reply
+            try:
+                self._write_motor_settings()
+                break
+            except (ConnectionError, RuntimeError, OSError) as error:
+                if attempt == 2:
+                    self._close()
+                    raise ArmConfigurationError([f"writing the motor settings failed 3 times: {error}"]) from None
 
     def _calibration_mismatches(self, motors: list[str]) -> list[str]:
         registers = {"homing_offset": "Homing_Offset", "range_min": "Min_Position_Limit",
