@@ -55,6 +55,8 @@ setup(
             "act_policy_node = act_node.nodes.policy_node:main",
             "act_selector_node = act_node.nodes.selector_node:main",
             "act_expert_node = act_node.nodes.expert_node:main",
+            "act_so101_node = act_node.nodes.arm_node:main",
+            "act_camera_node = act_node.nodes.camera_node:main",
         ],
     },
 )

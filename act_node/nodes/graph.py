@@ -18,7 +18,20 @@ from act_node.config import GraphConfig
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
                                          "domain: two namespaces); empty: the root")}
-LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS}  # name: (default, description)
+# robot:=so101: a real arm instead of the sim (describe_so101); name -> (default, description)
+ROBOT_ARGUMENTS = {
+    "robot": ("sim", "sim (the PyBullet table-top) or so101 (a follower arm over LeRobot's Feetech bus)"),
+    "port": ("", "so101: the follower's serial port, e.g. /dev/ttyACM0"),
+    "id": ("follower", "so101: the robot id its LeRobot calibration file is named after"),
+    "calibration_dir": ("", "so101: folder of <id>.json ('' : LeRobot's default)"),
+    "dry_run": ("false", "so101: run everything but never enable torque nor write a goal"),
+    "camera_devices": ("", "so101: one OpenCV index or path per camera, comma-separated ('': no camera nodes)"),
+    "resize": ("false", "so101: resize camera frames to the checkpoint's size instead of refusing"),
+    "task": ("", "so101: the task text the run starts with"),
+    "target_topic": ("target/point", "so101: where the target point comes from, e.g. /clicked_point (RViz)"),
+    "rest_pose": ("", "so101: comma-separated radians to move to on shutdown ('': no move)"),
+}
+LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS}
 NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
@@ -51,15 +64,26 @@ def namespace_of(text: str) -> str:
 
 def describe(**overrides: str) -> list[NodeSpec]:
     """The graph for these launch arguments (strings, as on a command line)."""
+    overrides = dict(overrides)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
-    return describe_config(GraphConfig.from_arguments(overrides), namespace)
+    robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
+    config = GraphConfig.from_arguments(overrides)
+    if robot["robot"] == "so101":
+        return _placed(describe_so101(config, robot), namespace)
+    if robot["robot"] != "sim":
+        raise ValueError(f"robot must be 'sim' or 'so101', got {robot['robot']!r}")
+    return describe_config(config, namespace)
 
 
 def describe_config(config: GraphConfig, namespace: str = "") -> list[NodeSpec]:
-    """The nodes for this config. In a namespace, every topic name in the nodes is relative and follows it;
-    /clock is absolute by convention (rclpy's time source listens there), so each node's /clock is
-    remapped into the namespace too: two graphs in one domain then share nothing."""
-    nodes = _nodes(config)
+    """The sim graph for this config, in `namespace`."""
+    return _placed(_nodes(config), namespace)
+
+
+def _placed(nodes: list[NodeSpec], namespace: str) -> list[NodeSpec]:
+    """The nodes in a namespace. Every topic name in the nodes is relative and follows it; /clock is absolute
+    by convention (rclpy's time source listens there), so each node's /clock is remapped into the namespace
+    too: two graphs in one domain then share nothing."""
     for node in nodes:
         node.namespace = namespace
         if namespace:
@@ -82,6 +106,45 @@ def _nodes(config: GraphConfig) -> list[NodeSpec]:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})
     return [sim, policy] if config.target_source == "truth" else [sim, selector, policy]
+
+
+def describe_so101(config: GraphConfig, robot: dict[str, str]) -> list[NodeSpec]:
+    """A real SO-101: the arm node, a camera node per `camera_devices` entry, and the policy (or the expert)
+    running on wall time from the start with the `task` text. The target comes from `target_topic`."""
+    if not robot["port"]:
+        raise ValueError("robot:=so101 needs port:=<the follower's serial port>")
+    flags = {name: _flag(name, robot[name]) for name in ("dry_run", "resize")}
+    try:
+        rest_pose = [float(v) for v in robot["rest_pose"].split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"rest_pose:={robot['rest_pose']!r} is not comma-separated radians") from None
+    replan = config.replan_ticks()
+    arm = NodeSpec("act_so101_node", "act_node.nodes.arm_node", "act_so101", {
+        "port": robot["port"], "robot_id": robot["id"], "calibration_dir": robot["calibration_dir"],
+        "dry_run": flags["dry_run"], "fps": float(config.fps), "merge": config.merge,
+        "stale_after_s": config.stale_after_s(), "rest_pose": rest_pose or [0.0]})
+    devices = [d.strip() for d in robot["camera_devices"].split(",") if d.strip()]
+    if devices and len(devices) != len(config.cameras):
+        raise ValueError(f"camera_devices has {len(devices)} entries for cameras {list(config.cameras)}")
+    camera_nodes = [NodeSpec("act_camera_node", "act_node.nodes.camera_node", f"act_camera_{name}", {
+        "name": name, "device": device, "fps": float(config.fps), "checkpoint": config.checkpoint,
+        "resize": flags["resize"]}) for name, device in zip(config.cameras, devices)]
+    target = [("target/point", robot["target_topic"])] if robot["target_topic"] != "target/point" else []
+    if config.policy == "act":
+        policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
+            "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
+            "replan_every": replan, "infer": "latest", "run_on_start": True, "task": robot["task"]},
+            remappings=target)
+    else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
+        policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
+                          remappings=target)
+    return [arm, *camera_nodes, policy]
+
+
+def _flag(name: str, text: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"{name}:={text!r} must be true or false")
+    return text.lower() == "true"
 
 
 def ros_arguments(spec: NodeSpec) -> list[str]:

@@ -5,6 +5,10 @@ it answers the observations `replan_every` ticks apart from the episode's start 
 waits for exactly those); in `latest` mode it answers the newest complete observation whenever it is
 free (realtime). Chunks go out in radians, `time_from_start` = k / fps, stamped with the observation's
 stamp. Bad messages are logged and dropped; nothing is inferred from them.
+
+Runs start on the sim's /episode/start or, on an arm, without the sim: a non-empty std_msgs/String on
+/act/run starts a run with that task text from now (an empty one ends it), and `run_on_start` starts one
+with the `task` parameter as the node comes up.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
-from std_msgs.msg import Float64, Header
+from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
@@ -61,6 +65,9 @@ class PolicyNode(Node):
                                   choices=("every_n", "latest"))
         declare(self, "replan_every", 0, "ticks between chunks; 0: the checkpoint's n_action_steps", low=0)
         declare(self, "use_target", True, "feed target/point as environment_state when the checkpoint takes it")
+        declare(self, "task", "", "the run's task text when run_on_start")
+        declare(self, "run_on_start", False, "an arm without the sim: run from the start (else on act/run or "
+                "episode/start)")
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
         self.policy = self._load(get("checkpoint").value, get("device").value)
         self.replan_every = int(get("replan_every").value) or int(self.policy.config.n_action_steps)
@@ -84,6 +91,9 @@ class PolicyNode(Node):
                                  LATCHED)
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
+        self.create_subscription(String, "act/run", self.on_run, LATCHED)
+        if get("run_on_start").value:
+            self.begin(self.get_clock().now().nanoseconds * 1e-9, str(get("task").value))
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
                                f"infer {self.infer_mode}, target {'yes' if self.wants_target else 'no'}")
@@ -114,8 +124,19 @@ class PolicyNode(Node):
         self.try_answer()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
-        self.episode_start_s, info = start
-        self.task = str(info.get("task", ""))
+        start_s, info = start
+        self.begin(start_s, str(info.get("task", "")))
+
+    def on_run(self, message: String) -> None:
+        if not message.data:
+            self.episode_start_s = None
+            self.get_logger().info("run ended: answering nothing until the next one")
+            return
+        self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data)
+
+    def begin(self, start_s: float, task: str) -> None:
+        """A run (an episode) from `start_s`: the policy's queue and the matcher start empty."""
+        self.episode_start_s, self.task = start_s, task
         self.policy.reset()
         self.matcher.clear()
         self.answered_s = self.episode_start_s - 1.0 / self.fps

@@ -1,0 +1,208 @@
+"""Arm node (`act_so101_node`): an SO-101 follower over LeRobot's Feetech bus, driven by action chunks.
+
+    bus thread, fps on wall time:  read joints -> joint_states (radians, stamped at the read)
+                                   -> ChunkExecutor's command for this tick -> safety chain -> write the goal
+    executor thread:               act/action_chunk -> validated, merged, counted (applied or rejected + why)
+                                   ~/stop ~/estop ~/reset (std_srvs/Trigger), /diagnostics once a second
+
+The bus loop is a thread of its own, not an executor callback: nothing the policy or ROS does stalls it.
+The work lives in act_node.arm (ArmController, SafetyChain, SO101FollowerArm); this file is ROS only.
+It refuses to start (exit 2, every problem listed) when the arm is not ready. On shutdown (Ctrl-C, SIGTERM,
+launch shutdown): an optional straight move to `rest_pose`, torque off on every servo that answers, port
+closed. `dry_run`: everything runs, but torque is never enabled and no goal is written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from act_node import so101
+from act_node.arm.control import ArmController
+from act_node.arm.follower import SO101FollowerArm
+from act_node.arm.safety import MAX_VELOCITY_RAD_S, SafetyConfig
+from act_node.nodes.messages import RELIABLE, SENSOR, MessageError, chunk_actions, header, joint_state_message
+from act_node.nodes.runner import run
+
+
+class ArmNode(Node):
+    def __init__(self, arm=None, **node_options):
+        """`arm`: an ArmInterface to drive instead of the SO-101 the parameters name (tests, other arms)."""
+        super().__init__("act_so101", **node_options)
+        defaults = SafetyConfig()
+        for name, value in {
+            "port": "", "robot_id": "follower", "calibration_dir": "",  # "": LeRobot's default folder
+            "checkpoint_units": "degrees", "fps": 30.0, "merge": "replace", "stale_after_s": 1.0,
+            "dry_run": False, "status_every": 10,  # ticks between servo status reads (voltage, temperature, flags)
+            "margin_rad": defaults.margin_rad, "max_velocity_rad_s": MAX_VELOCITY_RAD_S,
+            "max_from_measured_rad": defaults.max_from_measured_rad, "max_failed_reads": defaults.max_failed_reads,
+            "max_tracking_error_rad": defaults.max_tracking_error_rad, "tracking_time_s": defaults.tracking_time_s,
+            "lerobot_max_relative_target_deg": 30.0,  # LeRobot's own guard in send_action; 0: off
+            "rest_pose": [0.0],  # radians per joint to move to on shutdown; one value: no move
+            "rest_seconds": 2.0,
+        }.items():
+            self.declare_parameter(name, value)
+        get = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.fps = float(get("fps"))
+        safety = SafetyConfig(fps=self.fps, margin_rad=float(get("margin_rad")),
+                              max_velocity_rad_s=float(get("max_velocity_rad_s")),
+                              max_from_measured_rad=float(get("max_from_measured_rad")),
+                              max_failed_reads=int(get("max_failed_reads")),
+                              max_tracking_error_rad=float(get("max_tracking_error_rad")),
+                              tracking_time_s=float(get("tracking_time_s")))
+        rest = list(get("rest_pose"))
+        if len(rest) not in (1, len(so101.JOINT_NAMES)):
+            raise ValueError(f"rest_pose has {len(rest)} values, expected {len(so101.JOINT_NAMES)} (radians) or one "
+                             f"(no move)")
+        self.rest = np.array(rest, float) if len(rest) == len(so101.JOINT_NAMES) else None
+        self.rest_seconds = float(get("rest_seconds"))
+        if arm is None:
+            if not get("port"):
+                raise ValueError("parameter 'port' is empty: give the follower's serial port, e.g. /dev/ttyACM0")
+            relative = float(get("lerobot_max_relative_target_deg"))
+            arm = SO101FollowerArm(get("port"), get("robot_id"), get("calibration_dir") or None,
+                                   checkpoint_units=get("checkpoint_units"),
+                                   max_relative_target_deg=relative if relative > 0 else None)
+        self.dry_run = bool(get("dry_run"))
+        self.control = ArmController(arm, safety, merge=get("merge"), stale_after_s=float(get("stale_after_s")),
+                                     status_every=int(get("status_every")), dry_run=self.dry_run)
+        self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
+        chunks, services = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
+        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE, callback_group=chunks)
+        for name, action in (("~/stop", self.control.stop), ("~/estop", self.control.estop),
+                             ("~/reset", self.control.reset)):
+            self.create_service(Trigger, name, lambda request, response, act=action: self.on_service(act, response),
+                                callback_group=services)
+        self.create_timer(1.0, self.publish_diagnostics, callback_group=services)
+        self.published = 0  # joint_states, one per completed read
+        self.loop_periods: list[float] = []  # seconds between tick starts, for bench/bench_arm.py
+        self._previous: tuple[float, np.ndarray] | None = None
+        self._running = threading.Event()
+        self._running.set()
+        self._closed = False
+        self._loop = threading.Thread(target=self.bus_loop, name="arm-bus", daemon=True)
+        # the arm starts last: nothing after torque is on may fail and leave it torqued (a SIGTERM during
+        # construction invalidates the context, and creating a publisher then raises)
+        measured = self.control.start()  # ArmConfigurationError: the runner says why and exits 2
+        try:
+            self._loop.start()
+        except BaseException:
+            self.control.shutdown()
+            raise
+        self.get_logger().info(f"arm {'DRY RUN (no torque, no goals) ' if self.dry_run else ''}at "
+                               f"{np.round(measured, 3).tolist()} rad, {self.fps:g} fps, velocity bound "
+                               f"{safety.max_velocity_rad_s} rad/s, range {np.round(self.control.chain.lower, 2)} .. "
+                               f"{np.round(self.control.chain.upper, 2)}")
+
+    # --- the bus loop (its own thread) -------------------------------------------------------------------
+    def bus_loop(self) -> None:
+        period = 1.0 / self.fps
+        due = time.monotonic()
+        last_start = None
+        while self._running.is_set():
+            now = time.monotonic()
+            if now < due:
+                time.sleep(due - now)
+            started = time.monotonic()
+            if last_start is not None:
+                self.loop_periods.append(started - last_start)
+            last_start = started
+            result = self.control.tick(time.time())
+            if result.reading is not None:
+                self.publish_joints(result.reading.positions, result.reading.stamp_s)
+            elif result.error:
+                self.get_logger().error(f"bus read failed: {result.error}", throttle_duration_sec=1.0)
+            due += period
+            if time.monotonic() - due > period:  # more than a tick late: skip ahead rather than burst
+                due = time.monotonic()
+
+    def publish_joints(self, positions: np.ndarray, stamp_s: float) -> None:
+        velocities = np.zeros_like(positions)
+        if self._previous is not None and stamp_s > self._previous[0]:
+            velocities = (positions - self._previous[1]) / (stamp_s - self._previous[0])
+        self._previous = (stamp_s, positions)
+        self.joint_pub.publish(joint_state_message(positions, velocities, stamp_s))
+        self.published += 1
+
+    # --- chunks and services (executor threads) ------------------------------------------------------------
+    def on_chunk(self, message: JointTrajectory) -> None:
+        now = time.time()
+        try:
+            stamp, actions = chunk_actions(message, self.fps)
+            reason = self.control.add_chunk(stamp, actions, now)
+        except MessageError as error:
+            reason = self.control.add_chunk(0.0, None, now, problem=str(error))
+        if reason:
+            self.get_logger().warn(f"chunk rejected: {reason}")
+
+    def on_service(self, action, response: Trigger.Response) -> Trigger.Response:
+        message = action()
+        response.success = not message.startswith("not ")
+        response.message = message
+        self.get_logger().warn(message)
+        return response
+
+    def publish_diagnostics(self) -> None:
+        if self.control.chain is None:
+            return
+        control, chain, stats, ledger = self.control, self.control.chain, self.control.stats, self.control.ledger
+        level = DiagnosticStatus.OK
+        if chain.state in ("fault", "estopped") or any(s.error_bits or not s.answered for s in stats.statuses):
+            level = DiagnosticStatus.ERROR
+        elif chain.state != "running" or chain.hold_reason or stats.read_failures:
+            level = DiagnosticStatus.WARN
+        values = {
+            "state": chain.state, "faults": "; ".join(chain.faults), "hold_reason": chain.hold_reason,
+            "dry_run": str(self.dry_run),
+            "clamps": ", ".join(f"{k} {v}" for k, v in sorted(chain.clamps.items())) or "none",
+            "executor_clamps": str(stats.executor_clamps),
+            "holds": ", ".join(f"{k} {v}" for k, v in sorted(chain.holds.items())) or "none",
+            "ticks": str(stats.ticks), "reads": str(stats.reads), "read_failures": str(stats.read_failures),
+            "writes": str(stats.writes), "write_failures": str(stats.write_failures),
+            "last_bus_error": stats.last_error, "joint_states_published": str(self.published),
+            "chunks_received": str(ledger.received), "chunks_applied": str(ledger.applied),
+            "chunks_rejected": "; ".join(f"{k}: {v}" for k, v in ledger.rejected.items()) or "none",
+        }
+        for s in stats.statuses:
+            values[f"{s.name}.flags"] = ", ".join(s.flags) if s.answered else "no answer"
+            values[f"{s.name}.voltage_v"] = f"{s.voltage_v:.1f}"
+            values[f"{s.name}.temperature_c"] = f"{s.temperature_c:.0f}"
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: SO-101 arm", hardware_id=str(control.arm
+                                  .__class__.__name__), message=chain.faults[0] if chain.faults else chain.state,
+                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        self.diagnostics_pub.publish(DiagnosticArray(header=header(time.time(), ""), status=[status]))
+
+    # --- shutdown ------------------------------------------------------------------------------------------
+    def close(self) -> list[str]:
+        """Stop the loop, optionally move to the rest pose, torque off on every servo that answers, close the
+        port. Returns the servos that did not answer. Safe to call twice."""
+        if self._closed:
+            return []
+        self._closed = True
+        self._running.clear()
+        self._loop.join(timeout=2.0)
+        dead = self.control.shutdown(self.rest, self.rest_seconds)
+        text = f"torque off and port closed{'; no answer from ' + str(dead) if dead else ''}"
+        print(f"act_so101: {text}", flush=True)  # the logger may be gone during a launch shutdown
+        return dead
+
+    def destroy_node(self) -> None:
+        self.close()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    run(ArmNode, "act_so101_node", args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Camera node (`act_camera_node`): one camera through LeRobot's OpenCV camera (`lerobot.cameras.opencv`), as
+`camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, stamped on wall time at
+the read.
+
+Any other ROS camera driver (usb_cam, v4l2_camera) can stand in for it: remap its topics onto the policy
+node's. With `checkpoint` set, the frame size must be the one the checkpoint was trained on for this camera:
+a different size is refused at start with both sizes named, or resized when `resize` is true.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from act_node.nodes.messages import SENSOR, camera_info, image_message
+from act_node.nodes.runner import run
+
+
+def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
+    """(H, W) the checkpoint's config.json gives `observation.images.<camera>`; ValueError naming what lacks."""
+    config = checkpoint / "config.json"
+    try:
+        features = json.loads(config.read_text())["input_features"]
+    except (OSError, KeyError, ValueError) as error:
+        raise ValueError(f"cannot read input_features from {config}: {error}") from None
+    key = f"observation.images.{camera}"
+    if key not in features:
+        cameras = sorted(k.removeprefix("observation.images.") for k in features if k.startswith("observation.images."))
+        raise ValueError(f"checkpoint {checkpoint} has no camera {camera!r} (it has {cameras})")
+    shape = features[key]["shape"]  # (3, H, W)
+    return int(shape[1]), int(shape[2])
+
+
+class CameraNode(Node):
+    def __init__(self, **node_options):
+        super().__init__("act_camera", **node_options)
+        for name, value in {"name": "front", "device": "0",  # an index ("0") or a path (/dev/video2, a video file)
+                            "width": 0, "height": 0, "fps": 30.0,  # 0: the camera's own
+                            "checkpoint": "", "resize": False, "horizontal_fov_deg": 60.0}.items():
+            self.declare_parameter(name, value)
+        get = lambda name: self.get_parameter(name).value  # noqa: E731
+        self.name = get("name")
+        self.frame_id = f"{self.name}_optical"
+        self.camera = self._open(get("device"), int(get("width")), int(get("height")), float(get("fps")))
+        frame = self.camera.async_read(timeout_ms=2000)
+        height, width = frame.shape[:2]
+        self.size = (height, width)
+        if get("checkpoint"):
+            wanted = checkpoint_image_size(Path(get("checkpoint")), self.name)
+            if wanted != self.size and not get("resize"):
+                self.camera.disconnect()
+                raise ValueError(f"camera {self.name!r} gives {height}x{width} frames but the checkpoint was trained "
+                                 f"on {wanted[0]}x{wanted[1]}: set the camera's width/height, or resize:=true")
+            self.size = wanted
+        self.resize_from = (height, width) if self.size != (height, width) else None
+        fov = np.radians(float(get("horizontal_fov_deg")))  # no calibration here: a pinhole with this field of view
+        focal = self.size[1] / 2 / np.tan(fov / 2)
+        self.intrinsics = np.array([[focal, 0, self.size[1] / 2], [0, focal, self.size[0] / 2], [0, 0, 1.0]])
+        self.image_pub = self.create_publisher(Image, f"camera/{self.name}/image_raw", SENSOR)
+        self.info_pub = self.create_publisher(CameraInfo, f"camera/{self.name}/camera_info", SENSOR)
+        self.published = 0
+        self.create_timer(1.0 / float(get("fps")), self.publish_frame)
+        self.get_logger().info(f"camera {self.name!r} from {get('device')}: {height}x{width}"
+                               + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
+
+    def _open(self, device: str, width: int, height: int, fps: float):
+        from lerobot.cameras.opencv import OpenCVCamera, OpenCVCameraConfig
+
+        source = int(device) if device.isdigit() else Path(device)
+        config = OpenCVCameraConfig(index_or_path=source, width=width or None, height=height or None,
+                                    fps=None if not (width and height) else int(fps))
+        camera = OpenCVCamera(config)
+        camera.connect()  # ConnectionError names the device: the runner says why and exits 2
+        return camera
+
+    def publish_frame(self) -> None:
+        try:
+            frame = self.camera.async_read(timeout_ms=200)
+        except (TimeoutError, RuntimeError) as error:
+            self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
+            return
+        stamp = time.time()
+        if self.resize_from is not None:
+            import cv2
+
+            frame = cv2.resize(frame, (self.size[1], self.size[0]), interpolation=cv2.INTER_AREA)
+        self.image_pub.publish(image_message(frame, stamp, self.frame_id))
+        self.info_pub.publish(camera_info(self.intrinsics, *self.size, stamp, self.frame_id))
+        self.published += 1
+
+    def destroy_node(self) -> None:
+        if self.camera.is_connected:
+            self.camera.disconnect()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    run(CameraNode, "act_camera_node", args)
+
+
+if __name__ == "__main__":
+    main()

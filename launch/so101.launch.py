@@ -1,0 +1,29 @@
+"""ros2 launch act_node so101.launch.py port:=/dev/ttyACM0 id:=follower checkpoint:=DIR [camera_devices:=0,2
+task:='pick up the cup' dry_run:=true target_topic:=/clicked_point ...]
+
+A real SO-101 follower: the arm node over LeRobot's Feetech bus, a camera node per device and the policy,
+from act_node.nodes.graph (robot:=so101), the same description that `act-sim launch robot:=so101` starts
+without a ROS 2 install.
+"""
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
+from launch import LaunchDescription
+
+DEFAULTS = {"robot": "so101", "policy": "act"}  # where this file differs from the sim's
+
+
+def nodes(context):
+    values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
+    return [Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
+                 remappings=spec.remappings, output="screen")
+            for spec in describe(**values)]
+
+
+def generate_launch_description():
+    declared = [DeclareLaunchArgument(name, default_value=DEFAULTS.get(name, default), description=text)
+                for name, (default, text) in LAUNCH_ARGUMENTS.items()]
+    return LaunchDescription([*declared, OpaqueFunction(function=nodes)])

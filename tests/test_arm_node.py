@@ -1,0 +1,202 @@
+"""The arm node over rclpy against the simulated STS3215 bus: joint states, chunks, services, diagnostics,
+refusing to start, and a shutdown that leaves every servo that answers without torque."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from arm_helpers import ROBOT_ID, START_RAD, calibration, check_goal_writes, goal_writes, write_calibration
+from conftest import retire, wait_for
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory
+
+from act_node.arm.servo_sim import SimulatedBus
+from act_node.nodes import messages
+from act_node.nodes.messages import RELIABLE, SENSOR
+
+
+class Operator(Node):
+    """What a policy node and an operator would do: send chunks, call services, watch joints and diagnostics."""
+
+    def __init__(self):
+        super().__init__("operator")
+        self.chunks = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
+        self.joints: list[JointState] = []
+        self.diagnostics: list[DiagnosticArray] = []
+        self.create_subscription(JointState, "joint_states", self.joints.append, SENSOR)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, RELIABLE)
+        self.triggers = {name: self.create_client(Trigger, f"/act_so101/{name}") for name in ("stop", "estop", "reset")}
+
+    def call(self, name: str) -> Trigger.Response:
+        client = self.triggers[name]
+        assert client.wait_for_service(timeout_sec=5.0)
+        future = client.call_async(Trigger.Request())
+        assert wait_for(future.done), f"~/{name} did not answer"
+        return future.result()
+
+    def send(self, actions: np.ndarray, stamp_s: float, fps: float = 30.0) -> None:
+        self.chunks.publish(messages.chunk_message(actions, stamp_s, fps))
+
+    def values(self) -> dict[str, str]:
+        return {kv.key: kv.value for kv in self.diagnostics[-1].status[0].values}
+
+
+@pytest.fixture
+def bus():
+    with SimulatedBus(calibration(), start_rad=START_RAD) as sim:
+        yield sim
+
+
+def arm_node(bus, folder, **parameters):
+    from act_node.nodes.arm_node import ArmNode
+
+    values = {"port": bus.port, "robot_id": ROBOT_ID, "calibration_dir": str(folder), **parameters}
+    return ArmNode(parameter_overrides=[Parameter(k, value=v) for k, v in values.items()])
+
+
+def test_node_drives_the_arm_from_chunks_and_accounts_for_each(ros, bus, tmp_path):
+    write_calibration(tmp_path)
+    node = arm_node(bus, tmp_path, rest_pose=list(START_RAD))
+    operator = Operator()
+    ros.add_node(node)
+    ros.add_node(operator)
+    try:
+        assert wait_for(lambda: len(operator.joints) > 5 and operator.count_publishers("joint_states") == 1)
+        np.testing.assert_allclose(operator.joints[-1].position, START_RAD, atol=0.01)
+        stamp = messages.seconds_of(operator.joints[-1].header.stamp)
+        assert abs(stamp - time.time()) < 0.5, "joint states are stamped on wall time at the read"
+        target = START_RAD + np.array([0.3, -0.2, 0.2, 0.1, 0.4, 0.5])
+        operator.send(np.repeat(target[None], 60, axis=0), time.time())
+        bad = messages.chunk_message(np.repeat(target[None], 5, axis=0), time.time(), 30.0)
+        bad.points[3].time_from_start = bad.points[1].time_from_start  # non-monotonic
+        operator.chunks.publish(bad)
+        nan = np.repeat(target[None], 5, axis=0)
+        nan[2, 1] = np.nan
+        operator.send(nan, time.time())
+        assert wait_for(lambda: node.control.ledger.received == 3)
+        assert wait_for(lambda: np.abs(bus.positions_rad() - target).max() < 0.05, 5.0)
+        ledger = node.control.ledger
+        assert ledger.applied == 1 and ledger.balanced
+        assert any("not strictly increasing" in reason for reason in ledger.rejected)
+        assert any("NaN" in reason for reason in ledger.rejected)
+        assert wait_for(lambda: operator.diagnostics and operator.values().get("chunks_applied") == "1", 3.0)
+        values = operator.values()
+        assert values["state"] == "running" and "NaN" in values["chunks_rejected"]
+        assert values["gripper.voltage_v"] == "12.1"
+        check_goal_writes(bus, node.control.safety_config)
+
+        assert operator.call("estop").success
+        assert not any(bus.torques().values())
+        count = len(goal_writes(bus))
+        operator.send(np.repeat(START_RAD[None], 60, axis=0), time.time())
+        assert wait_for(lambda: node.control.ledger.received == 4)
+        time.sleep(0.3)
+        assert len(goal_writes(bus)) == count, "nothing written while e-stopped"
+        assert node.control.ledger.rejected["arm estopped"] == 1
+        assert operator.call("reset").success and all(bus.torques().values())
+        assert operator.call("stop").message == "stopped at the present pose"
+        assert operator.call("reset").success  # running again: shutdown's rest move only runs from there
+        assert node.published == node.control.stats.reads, "one joint_states per completed read"
+    finally:
+        retire(ros, operator, node)  # destroy_node: rest move, torque off, port closed
+    assert not any(bus.torques().values())
+    np.testing.assert_allclose(bus.positions_rad(), START_RAD, atol=0.05)
+    check_goal_writes(bus, node.control.safety_config)
+
+
+def test_dry_run_node_never_torques_nor_writes(ros, bus, tmp_path):
+    write_calibration(tmp_path)
+    node = arm_node(bus, tmp_path, dry_run=True)
+    operator = Operator()
+    ros.add_node(node)
+    ros.add_node(operator)
+    try:
+        assert wait_for(lambda: operator.count_publishers("act/action_chunk") == 1
+                        and node.count_publishers("act/action_chunk") == 1)
+        time.sleep(0.3)
+        operator.send(np.repeat((START_RAD + 0.3)[None], 60, axis=0), time.time())
+        assert wait_for(lambda: node.control.ledger.applied == 1)
+        time.sleep(0.5)
+        assert len(operator.joints) > 5
+    finally:
+        retire(ros, operator, node)
+    assert goal_writes(bus) == []
+    assert not [w for w in bus.writes if w.register == "Torque_Enable" and w.value == 1]
+
+
+def _node_process(bus, folder, *parameters) -> subprocess.Popen:
+    arguments = ["--ros-args", "-p", f"port:={bus.port}", "-p", f"robot_id:={ROBOT_ID}",
+                 "-p", f"calibration_dir:={folder}", *parameters]
+    return subprocess.Popen([sys.executable, "-m", "act_node.nodes.arm_node", *arguments], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_node_refuses_to_start_with_exit_code_2_listing_every_problem(bus, tmp_path):
+    bus.fault(6, silent=True)  # and no calibration file
+    process = _node_process(bus, tmp_path)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 2, out
+    assert "does not exist" in out and "'gripper' (id 6) does not answer" in out
+
+
+def test_sigterm_turns_torque_off_on_every_servo_that_answers(bus, tmp_path):
+    write_calibration(tmp_path)
+    process = _node_process(bus, tmp_path)
+    try:
+        assert wait_for(lambda: all(bus.torques().values()), 60.0), "the node did not activate the arm"
+        time.sleep(1.0)  # into the bus loop (a SIGTERM during start-up is the next test's case)
+        bus.fault(2, silent=True)  # one servo dies while running
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert [i for i, on in bus.torques().items() if on] == [2], out
+    assert "no answer from ['shoulder_lift']" in out
+
+
+def test_sigterm_during_start_up_leaves_no_servo_torqued(bus, tmp_path):
+    write_calibration(tmp_path)
+    process = _node_process(bus, tmp_path)
+    try:
+        assert wait_for(lambda: any(bus.torques().values()), 60.0), "the node did not activate the arm"
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert wait_for(lambda: not any(bus.torques().values()), 2.0), out
+
+
+def test_launch_command_drives_the_arm_and_ctrl_c_leaves_it_without_torque(bus, tmp_path):
+    """`act-sim launch robot:=so101 ...` (the graph ros2 launch also starts) against the simulated bus: the
+    arm is activated, and Ctrl-C on the launch leaves every servo without torque, every goal in bounds."""
+    from act_node.arm.safety import SafetyConfig
+
+    write_calibration(tmp_path)
+    command = [sys.executable, "-m", "act_node.cli", "launch", "robot:=so101", f"port:={bus.port}", f"id:={ROBOT_ID}",
+               f"calibration_dir:={tmp_path}", "policy:=expert"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        torqued = wait_for(lambda: all(bus.torques().values()), 90.0)
+        time.sleep(1.0)
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert torqued, out
+    assert "act_so101: torque off and port closed" in out, out
+    assert "nodes that failed" not in out, out
+    assert not any(bus.torques().values()), out
+    check_goal_writes(bus, SafetyConfig())
