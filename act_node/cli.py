@@ -189,11 +189,12 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results_dir = Path(tempfile.mkdtemp(prefix="ros_eval_", dir=out))
-    # in-process evaluation has no velocity bound: none here either, so the two agree
+    # in-process evaluation has no velocity bound: none here either, so the two agree; and the sim waits for
+    # the policy however slow the machine is (an hour), never holding for want of an action
     config = graph_config(args, policy="act", checkpoint=args.policy_path, clock="lockstep", episodes=args.episodes,
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
-                          max_velocity=1e9)
+                          max_velocity=1e9, lockstep_timeout_s=3600.0)
     arguments = {name: _argument_text(getattr(config, name)) for name in GraphConfig.launch_arguments()}
     code = run_graph(arguments)
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])

@@ -60,6 +60,8 @@ class GraphConfig:
     max_velocity: float = _argument(so101.MAX_VELOCITY_RAD_S, "joint velocity bound in rad/s applied by the sim's "
                                     "executor (the STS3215's no-load speed)", low=0.0)
     max_steps: int = _argument(EPISODE_STEPS, "steps before an episode is cut off", low=1)
+    lockstep_timeout_s: float = _argument(10.0, "lockstep: seconds of wall time without an action before the sim "
+                                          "holds for a tick (an evaluation waits longer)", low=0.0)
     target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
                                    "truth (the sim's scene)", choices=TARGET_SOURCES)
     device: str = _argument("cpu", "torch device for the policy")

@@ -70,15 +70,13 @@ class SimNode(Node):
             declare(self, name, list(default) if isinstance(default, tuple) else default, meta["description"],
                     changeable=name in CHANGEABLE, low=meta.get("low"), high=meta.get("high"),
                     choices=meta.get("choices"))
-        declare(self, "lockstep_timeout_s", 10.0, "lockstep: seconds of wall time without an action before "
-                "the arm holds for a tick", low=0.0)
         declare(self, "republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01)
         declare(self, "autostart", True, "start the first episode by itself")
         get = lambda name: self.get_parameter(name).value  # noqa: E731
         replan = int(get("replan_every")) or None
         self.config = GraphConfig(**{name: get(name) for name in SIM_PARAMETERS if name != "replan_every"},
                                   **({"replan_every": replan} if replan else {}))
-        self.lockstep_timeout_s = float(get("lockstep_timeout_s"))
+        self.lockstep_timeout_s = self.config.lockstep_timeout_s
         self.republish_s = float(get("republish_s"))
         self.sim = SimEpisodes(self.config)
         stale = declare(self, "stale_after_s", self.config.stale_after_s(), "seconds after its stamp that the "
