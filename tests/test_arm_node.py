@@ -89,7 +89,8 @@ def test_node_drives_the_arm_from_chunks_and_accounts_for_each(ros, bus, tmp_pat
         assert ledger.applied == 1 and ledger.balanced
         assert any("not strictly increasing" in reason for reason in ledger.rejected)
         assert any("NaN" in reason for reason in ledger.rejected)
-        assert wait_for(lambda: operator.diagnostics and operator.values().get("chunks_applied") == "1", 3.0)
+        assert wait_for(lambda: operator.diagnostics and operator.values().get("chunks_applied") == "1"
+                        and "gripper.voltage_v" in operator.values(), 5.0)  # the servos' status is read too
         values = operator.values()
         assert values["state"] == "running" and "NaN" in values["chunks_rejected"]
         assert values["gripper.voltage_v"] == "12.1"

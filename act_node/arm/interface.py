@@ -41,8 +41,9 @@ class ArmReadError(ArmError):
     pass
 
 
-class ArmConfigurationError(ArmError):
-    """Refusing to start: every problem found, one per line."""
+class ArmConfigurationError(ArmError, ValueError):
+    """Refusing to start: every problem found, one per line. A ValueError too, so that a node's runner
+    reports it as a refusal (one message, exit code 2) rather than as a bug with its traceback."""
 
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
