@@ -1,0 +1,44 @@
+"""The Fast DDS profile act_node's nodes run with, and the environment a launcher sets to load it.
+
+Camera frames of 480x640 and up outgrow Fast DDS's default shared-memory segment (512 KiB per process):
+with best effort most frames are lost, with reliable QoS they crawl (fastdds.xml says why). The profile
+gives each process a 32 MiB segment and a deeper port queue, and keeps UDP for discovery and other hosts.
+
+Fast DDS reads the file named by FASTRTPS_DEFAULT_PROFILES_FILE (2.x, what ROS 2 Jazzy ships) or
+FASTDDS_DEFAULT_PROFILES_FILE (3.x) once, when a process creates its first participant, so the variables
+must be in a node's environment before it starts; a launcher (`act-sim launch`, launch/sim.launch.py) adds
+`profile_environment()` to each node's environment.
+
+What it changes for a node in the same domain that does not load it (a user's own camera driver or viewer):
+  - receiving large images from act_node's nodes now gets every frame: the segment that fills up belongs
+    to the writer, and act_node's writers have the large one (bench/bench_transport.py measures this case);
+  - publishing large images to act_node's nodes still loses frames, because the user's writer keeps the
+    default segment: start it with these variables too, e.g.
+    FASTRTPS_DEFAULT_PROFILES_FILE=$(python -c "import act_node.dds as d; print(d.PROFILE)") ros2 run ...;
+  - discovery, QoS and every other host behave as before (UDP is configured as Fast DDS's default).
+Nothing changes for nodes on another RMW (RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ignores the file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+PROFILE = Path(__file__).with_name("fastdds.xml")
+# Fast DDS 2.x reads the first, 3.x the second; both name the same file
+PROFILE_VARIABLES = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
+
+
+def profile_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables a launcher adds to a node's environment so that Fast DDS loads act_node's profile.
+
+    A profile the user already names in `environ` (default: os.environ) wins: then nothing is returned, and
+    the user's file is responsible for the shared-memory segment (see fastdds.xml for what it needs).
+    """
+    environ = os.environ if environ is None else environ
+    if any(environ.get(name) for name in PROFILE_VARIABLES):
+        return {}
+    if not PROFILE.is_file():
+        raise FileNotFoundError(f"act_node's Fast DDS profile is missing at {PROFILE} (a broken install?)")
+    return {name: str(PROFILE) for name in PROFILE_VARIABLES}
