@@ -1,18 +1,21 @@
 """Camera frames between two processes over rclpy and Fast DDS, with and without act_node's profile, in one run.
 
 For each image size, each configuration runs once per round, in turn (ratios side by side on a loaded machine):
-  default        neither process loads act_node/dds/fastdds.xml: Image messages, what the graph did before
-  profile        both load it: Image messages built by image_message, read by image_array
-  profile, raw   both load it: serialized_image published as bytes, a raw subscription, image_array(bytes)
-  writer only    only the publisher loads it: a user's own node receiving from act_node's sim node
+  default        neither process gets act_node.dds.profile_environment(): what the graph did before
+  dds profile    both load act_node/dds/fastdds.xml, without the malloc tunables
+  profile        both get all of profile_environment() (the Fast DDS profile and glibc malloc tunables)
+  profile, raw   the same, with serialized_image published as bytes, a raw subscription, image_array(bytes)
+  writer only    only the publisher gets it: a user's own node receiving from act_node's sim node
+Every configuration builds and reads messages with this tree's image_message and image_array.
 An outside process publishes two cameras at --rate Hz with best effort (rclpy's sensor-data QoS, the graph's
 camera QoS); a receiving process counts what arrives whole and how late: latency is from the stamp, taken
 before the message is built, to the end of image_array in the receiver, so it holds every stage below.
 Fast DDS reads its profile once per process, so both ends run as child processes of this one.
 
-Then the per-frame cost of each stage in this process, without DDS: building the message (the code before
-this change, image_message, serialized_image), rclpy's conversion and CDR serialization (what publish does
-before Fast DDS), the reverse on receipt, and image_array on a message and on serialized bytes.
+Then the per-frame cost of each stage without DDS, in a process without and one with the malloc tunables:
+building the message (the code before this change, image_message, serialized_image), rclpy's conversion and
+CDR serialization (what publish does before Fast DDS), the reverse on receipt, and image_array on a message
+and on serialized bytes.
 
 Run: .venv/bin/python bench/bench_transport.py [--frames 150] [--rounds 2] [--sizes 480x640 720x1280]
 """
@@ -35,11 +38,12 @@ from pathlib import Path
 import numpy as np
 
 CAMERAS = ("front", "wrist")
-CONFIGURATIONS = {  # name: (publisher loads the profile, receiver loads it, serialized bytes both ends)
-    "default": (False, False, False),
-    "profile": (True, True, False),
-    "profile, raw": (True, True, True),
-    "writer only": (True, False, False),
+CONFIGURATIONS = {  # name: (publisher's environment, receiver's, serialized bytes both ends)
+    "default": ("none", "none", False),
+    "dds profile": ("dds", "dds", False),
+    "profile": ("all", "all", False),
+    "profile, raw": ("all", "all", True),
+    "writer only": ("all", "none", False),
 }
 
 
@@ -150,25 +154,33 @@ def receive(size: tuple[int, int], raw: bool) -> None:
     rclpy.try_shutdown()
 
 
-def run_configuration(name: str, size: tuple[int, int], frames: int, rate_hz: float, domain: int) -> dict:
-    """One receiver and one publisher process for a configuration; what arrived, gaps and latencies."""
+def environment(kind: str, domain: int) -> dict[str, str]:
+    """A child's environment: "none" without act_node's variables, "dds" with the profile file only, "all"
+    with everything profile_environment() gives."""
     from act_node.dds import PROFILE_VARIABLES, profile_environment
 
-    writer_profile, reader_profile, raw = CONFIGURATIONS[name]
-    base = {k: v for k, v in os.environ.items() if k not in PROFILE_VARIABLES}
+    base = {k: v for k, v in os.environ.items() if k not in (*PROFILE_VARIABLES, "GLIBC_TUNABLES")}
     base.update(ROS_DOMAIN_ID=str(domain), PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]),
                                                                         os.environ.get("PYTHONPATH", "")]))
-    with_profile = {**base, **profile_environment(base)}
+    added = profile_environment(base)
+    if kind == "dds":
+        added = {k: v for k, v in added.items() if k in PROFILE_VARIABLES}
+    return {**base, **(added if kind != "none" else {})}
+
+
+def run_configuration(name: str, size: tuple[int, int], frames: int, rate_hz: float, domain: int) -> dict:
+    """One receiver and one publisher process for a configuration; what arrived, gaps and latencies."""
+    writer, reader, raw = CONFIGURATIONS[name]
     shape = f"{size[0]}x{size[1]}"
     receiver = subprocess.Popen([sys.executable, __file__, "--role", "receive", "--sizes", shape,
-                                 *(["--raw"] if raw else [])], env=with_profile if reader_profile else base,
+                                 *(["--raw"] if raw else [])], env=environment(reader, domain),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         if receiver.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the receiver for {name!r} did not start")
         sender = subprocess.run([sys.executable, __file__, "--role", "publish", "--sizes", shape, "--frames",
                                  str(frames), "--rate", str(rate_hz), *(["--raw"] if raw else [])],
-                                env=with_profile if writer_profile else base, stdout=subprocess.PIPE, text=True,
+                                env=environment(writer, domain), stdout=subprocess.PIPE, text=True,
                                 check=True, timeout=120)
         receiver.stdin.write("stop\n")
         receiver.stdin.flush()
@@ -242,7 +254,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of every configuration, in turn")
     parser.add_argument("--sizes", nargs="+", default=["480x640", "720x1280"], help="HxW")
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS), choices=list(CONFIGURATIONS))
-    parser.add_argument("--role", choices=["publish", "receive"], help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=["publish", "receive", "stages"], help=argparse.SUPPRESS)
     parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in text.split("x")) for text in args.sizes]
@@ -250,6 +262,8 @@ def main() -> None:
         return publish(sizes[0], args.frames, args.rate, args.raw)
     if args.role == "receive":
         return receive(sizes[0], args.raw)
+    if args.role == "stages":
+        return print(json.dumps(stage_costs(sizes[0])))
 
     from tqdm import tqdm
 
@@ -266,21 +280,26 @@ def main() -> None:
     print(f"{'size':>9} {'configuration':<13} {'received':>9} {'whole':>6} {'gaps':>5} {'p50 ms':>7} {'p90 ms':>7} "
           f"{'publish ms':>10} {'send cpu':>8} {'recv cpu':>8}")
     for (size, name), runs_of in results.items():
-        for r in runs_of:
-            print(f"{size[0]:>4}x{size[1]:<4} {name:<13} {r['received']:>4}/{r['sent']:<4} {r['whole']:>6} "
-                  f"{r['gaps']:>5} {r['p50_ms']:>7.2f} {r['p90_ms']:>7.2f} {r['publish_ms']:>10.2f} "
-                  f"{r['sender_cpu_ms']:>8.2f} {r['receiver_cpu_ms']:>8.2f}")
+        for r in [*runs_of, None]:
+            if r is None:  # the configuration's summary: all runs' frames, the median run's latencies
+                r = {k: sum(x[k] for x in runs_of) for k in ("received", "sent", "whole", "gaps")}
+                r.update({k: float(np.median([x[k] for x in runs_of])) for k in runs_of[0] if k.endswith("_ms")})
+                print(f"{'':>9} {'median run':<13}", end=" ")
+            else:
+                print(f"{size[0]:>4}x{size[1]:<4} {name:<13}", end=" ")
+            print(f"{r['received']:>4}/{r['sent']:<4} {r['whole']:>6} {r['gaps']:>5} {r['p50_ms']:>7.2f} "
+                  f"{r['p90_ms']:>7.2f} {r['publish_ms']:>10.2f} {r['sender_cpu_ms']:>8.2f} "
+                  f"{r['receiver_cpu_ms']:>8.2f}")
+    print("(whole: frames identical to what was sent; gaps: runs of consecutive lost frames; latency: stamp "
+          "before building to the end of image_array; cpu: process CPU ms per frame)")
     for size in sizes:
-        base = [r["p50_ms"] for r in results.get((size, "default"), [])]
-        for name in args.configurations:
-            if name != "default" and base:
-                p50 = [r["p50_ms"] for r in results[(size, name)]]
-                print(f"{size[0]}x{size[1]} p50 {name} / default: "
-                      f"{np.median(p50) / np.median(base):.2f} (over the frames that arrived)")
-    for size in sizes:
-        print(f"\nstage costs per frame, {size[0]}x{size[1]}, median ms (this process, no DDS):")
-        for stage, ms in stage_costs(size).items():
-            print(f"  {stage:<50} {ms:7.3f}")
+        costs = {kind: json.loads(subprocess.run(
+            [sys.executable, __file__, "--role", "stages", "--sizes", f"{size[0]}x{size[1]}"],
+            env=environment(kind, domain), stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()[-1])
+            for kind in ("none", "all")}
+        print(f"\nstage costs per frame, {size[0]}x{size[1]}, median ms, no DDS: {'plain':>7} {'tunables':>8}")
+        for stage in costs["none"]:
+            print(f"  {stage:<50} {costs['none'][stage]:7.3f} {costs['all'][stage]:8.3f}")
 
 
 if __name__ == "__main__":

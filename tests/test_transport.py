@@ -36,10 +36,15 @@ def test_the_default_participant_gets_a_shared_memory_segment_for_two_large_came
     assert participant.findtext(f"{XSD}rtps/{XSD}useBuiltinTransports") == "false"
 
 
-def test_the_launch_environment_names_the_profile_unless_the_user_names_one():
-    assert profile_environment({}) == {name: str(PROFILE) for name in PROFILE_VARIABLES}
-    assert profile_environment({"FASTRTPS_DEFAULT_PROFILES_FILE": "/home/me/my_profile.xml"}) == {}
-    assert profile_environment({"FASTRTPS_DEFAULT_PROFILES_FILE": ""}) != {}
+def test_the_launch_environment_names_the_profile_and_malloc_thresholds_unless_the_user_set_them():
+    ours = profile_environment({})
+    assert {name: ours[name] for name in PROFILE_VARIABLES} == {name: str(PROFILE) for name in PROFILE_VARIABLES}
+    assert ours["GLIBC_TUNABLES"] == "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=134217728"
+    users = profile_environment({"FASTRTPS_DEFAULT_PROFILES_FILE": "/home/me/my_profile.xml",
+                                 "GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0:glibc.malloc.arena_max=2"})
+    assert users == {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0:glibc.malloc.arena_max=2:"
+                                       "glibc.malloc.mmap_threshold=33554432"}
+    assert set(profile_environment({"FASTDDS_DEFAULT_PROFILES_FILE": ""})) == {*PROFILE_VARIABLES, "GLIBC_TUNABLES"}
 
 
 RECEIVER = """
