@@ -122,7 +122,9 @@ def receive(size: tuple[int, int], raw: bool) -> None:
     from act_node.nodes import messages
 
     arrived: dict[str, list[tuple[int, float, bool]]] = {c: [] for c in CAMERAS}  # (sequence, latency s, whole)
-    expected = {k: frame_for(size, k) for k in range(7)}
+    # every 61st byte of each noise pattern: enough to tell a whole frame from a torn or shifted one, cheap
+    # enough (a full comparison of a 720x1280 frame costs the receiver 0.5 ms) not to slow what it measures
+    expected = {k: frame_for(size, k).reshape(-1)[4::61].copy() for k in range(7)}
     first_cpu: list[float] = []  # CPU seconds at the first frame: the cost per frame leaves out start-up
 
     def on_image(camera: str, message) -> None:
@@ -131,7 +133,7 @@ def receive(size: tuple[int, int], raw: bool) -> None:
         image = messages.image_array(message, expected=size)
         latency = time.time() - messages.image_stamp(message)
         sequence = int.from_bytes(image.reshape(-1)[:4].tobytes(), "little")
-        whole = bool(np.array_equal(image.reshape(-1)[4:], expected[sequence % 7].reshape(-1)[4:]))
+        whole = bool(np.array_equal(image.reshape(-1)[4::61], expected[sequence % 7]))
         arrived[camera].append((sequence, latency, whole))
 
     rclpy.init()
