@@ -10,12 +10,14 @@ must be in a node's environment before it starts; a launcher (`act-sim launch`, 
 `profile_environment()` to each node's environment.
 
 What it changes for a node in the same domain that does not load it (a user's own camera driver or viewer):
-  - receiving large images from act_node's nodes now gets every frame: the segment that fills up belongs
-    to the writer, and act_node's writers have the large one (bench/bench_transport.py measures this case);
+  - receiving large images from act_node's nodes now gets them whole: the segment that fills up belongs
+    to the writer, and act_node's writers have the large one (bench/bench_transport.py, "writer only");
   - publishing large images to act_node's nodes still loses frames, because the user's writer keeps the
     default segment: start it with these variables too, e.g.
     FASTRTPS_DEFAULT_PROFILES_FILE=$(python -c "import act_node.dds as d; print(d.PROFILE)") ros2 run ...;
   - discovery, QoS and every other host behave as before (UDP is configured as Fast DDS's default).
+Each process that loads the profile maps its 32 MiB segment in /dev/shm (Docker's default of 64 MiB holds one:
+run containers with --shm-size or --ipc=host).
 Nothing changes for nodes on another RMW (RMW_IMPLEMENTATION=rmw_cyclonedds_cpp ignores the file).
 
 The environment also carries glibc malloc tunables. rclpy and Fast DDS allocate a fresh buffer for each copy
