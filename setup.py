@@ -33,6 +33,7 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    package_data={f"{PACKAGE}.dds": ["fastdds.xml"]},  # the Fast DDS profile, found next to act_node/dds
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

@@ -19,6 +19,7 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from act_node.dds import profile_environment
 from act_node.description import robot_description
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe, namespace_of
 from act_node.paths import share_dir
@@ -56,7 +57,8 @@ def graph(context):
     entities = []
     for index, spec in enumerate(describe(**values)):  # the sim first
         node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                    namespace=spec.namespace or None, remappings=spec.remappings, output="screen")
+                    namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
+                    additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
         exited = sim_exited if index == 0 else node_exited(spec.name)
         entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
     return entities

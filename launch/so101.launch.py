@@ -10,6 +10,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from act_node.dds import profile_environment
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
 from launch import LaunchDescription
 
@@ -19,7 +20,8 @@ DEFAULTS = {"robot": "so101", "policy": "act"}  # where this file differs from t
 def nodes(context):
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     return [Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                 remappings=spec.remappings, output="screen")
+                 namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
+                 additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
             for spec in describe(**values)]
 
 

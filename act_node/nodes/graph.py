@@ -6,6 +6,7 @@ defaults and their checks are act_node.config.GraphConfig's.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from act_node.config import GraphConfig
+from act_node.dds import profile_environment
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -210,7 +212,9 @@ class _Processes:
 
     def start(self, spec: NodeSpec) -> None:
         command = [sys.executable, "-m", spec.module, *ros_arguments(spec)]
-        self.running.append((spec.name, subprocess.Popen(command, preexec_fn=self._kill_with_parent)))
+        environment = {**os.environ, **profile_environment()}  # large camera frames arrive whole (act_node.dds)
+        self.running.append((spec.name, subprocess.Popen(command, env=environment,
+                                                         preexec_fn=self._kill_with_parent)))
 
     def wait(self, seconds: float | None) -> int | None:
         """Poll until the graph has an exit code (returned) or `seconds` pass (None)."""

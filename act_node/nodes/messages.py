@@ -6,7 +6,9 @@ from __future__ import annotations
 import array
 import json
 import math
+import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -79,29 +81,150 @@ def header(stamp_s: float, frame: str) -> Header:
 
 
 # --- images --------------------------------------------------------------------------------------------
+# A raw subscription (create_subscription(..., raw=True)) hands a callback the serialized message, and a
+# publisher takes one as bytes: that skips rclpy's conversion of Image.data, two copies each way (at 480x640
+# 1.2 ms each way in a plain process, 0.2 ms with act_node.dds's malloc tunables; bench/bench_transport.py).
+# The serialized form is CDR: a 4-byte encapsulation header (representation id, options), then the fields
+# in order, each aligned to its size from the header's end.
+CDR_LE, CDR_BE, PLAIN_CDR2_LE, PLAIN_CDR2_BE = 1, 0, 7, 6  # representation ids; Image is a final type
+_CDR_BYTE_ORDER = {CDR_LE: "<", CDR_BE: ">", PLAIN_CDR2_LE: "<", PLAIN_CDR2_BE: ">"}
+
+
+@dataclass(frozen=True)
+class ImageFields:
+    """What image_array needs from an Image, read from a message or its serialized bytes."""
+
+    stamp_s: float
+    frame: str
+    height: int
+    width: int
+    encoding: str
+    step: int
+    data: memoryview  # the pixel rows, step * height bytes or more
+
+
+def _checked_pixels(image: np.ndarray) -> np.ndarray:
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"an image to publish is (H, W, 3) uint8 RGB, got {image.shape} {image.dtype}")
+    return np.ascontiguousarray(image)
+
+
 def image_message(image: np.ndarray, stamp_s: float, frame: str) -> Image:
-    """(H, W, 3) uint8 RGB -> sensor_msgs/Image rgb8."""
-    height, width, _ = image.shape
-    # rclpy keeps uint8[] as array('B'): handing it one is about 3x faster than bytes for a 480x640 frame
-    pixels = array.array("B", np.ascontiguousarray(image, dtype=np.uint8).tobytes())
-    return Image(header=header(stamp_s, frame), height=height, width=width, encoding="rgb8", is_bigendian=0,
-                 step=width * 3, data=pixels)
+    """(H, W, 3) uint8 RGB -> sensor_msgs/Image rgb8; its data is one copy of the pixels."""
+    pixels = _checked_pixels(image)
+    height, width, _ = pixels.shape
+    data = array.array("B")
+    data.frombytes(pixels)  # array("B", bytes) would walk the bytes one by one
+    # check_fields=True makes the data setter keep an array("B") as it is; without it (rclpy's default) the
+    # setter rebuilds the array element by element: 0.65 ms for a 480x640 frame
+    message = Image(check_fields=True, header=header(stamp_s, frame), height=height, width=width,
+                    encoding="rgb8", is_bigendian=0, step=width * 3)
+    message.data = data
+    return message
 
 
-def image_array(message: Image, expected: tuple[int, int] | None = None) -> np.ndarray:
-    """sensor_msgs/Image (rgb8 or bgr8) -> (H, W, 3) uint8 RGB; MessageError for anything else."""
-    if message.encoding not in ENCODINGS:
-        raise MessageError(f"image encoding {message.encoding!r} is not supported (expected one of {ENCODINGS})")
-    if expected is not None and (message.height, message.width) != tuple(expected):
-        raise MessageError(f"image is {message.height}x{message.width}, the policy expects "
+def _cdr_string(text: str, offset: int) -> tuple[bytes, int]:
+    """A CDR string at `offset` (from the encapsulation's end): padding to 4, uint32 length with the NUL,
+    the bytes, the NUL. Returns (bytes, offset after it)."""
+    encoded = text.encode() + b"\0"
+    padding = -offset % 4
+    chunk = b"\0" * padding + struct.pack("<I", len(encoded)) + encoded
+    return chunk, offset + len(chunk)
+
+
+def serialized_image(image: np.ndarray, stamp_s: float, frame: str) -> bytes:
+    """(H, W, 3) uint8 RGB -> the serialized sensor_msgs/Image rgb8 (little-endian CDR) that image_message
+    would give, for publisher.publish(bytes); the pixels are copied once, into the result."""
+    pixels = _checked_pixels(image)
+    height, width, _ = pixels.shape
+    stamp = to_time(stamp_s)
+    body = struct.pack("<iI", stamp.sec, stamp.nanosec)
+    frame_id, offset = _cdr_string(frame, len(body))
+    body += frame_id
+    body += b"\0" * (-offset % 4) + struct.pack("<II", height, width)
+    encoding, offset = _cdr_string("rgb8", len(body))
+    body += encoding + b"\0"  # is_bigendian
+    body += b"\0" * (-(offset + 1) % 4) + struct.pack("<II", width * 3, pixels.nbytes)
+    return struct.pack(">HH", CDR_LE, 0) + body + pixels.data
+
+
+def _cdr_image_fields(serialized: bytes | memoryview) -> ImageFields:
+    """Read the fields of a serialized sensor_msgs/Image (CDR or plain CDR2, either byte order) without
+    copying its pixels; MessageError when the bytes are no such message."""
+    view = memoryview(serialized).cast("B")
+    if len(view) < 4:
+        raise MessageError(f"serialized image is {len(view)} bytes, shorter than its 4-byte CDR header")
+    representation = int.from_bytes(view[:2], "big")
+    if representation not in _CDR_BYTE_ORDER:
+        raise MessageError(f"serialized image has CDR representation {representation:#06x}, expected one of "
+                           f"{[hex(r) for r in _CDR_BYTE_ORDER]}")
+    order, payload = _CDR_BYTE_ORDER[representation], view[4:]
+    offset = 0
+
+    def read(kind: str) -> int:
+        nonlocal offset
+        size = struct.calcsize(kind)
+        offset += -offset % size
+        if offset + size > len(payload):
+            raise MessageError(f"serialized image ends at byte {len(payload)}, inside its fields")
+        (value,) = struct.unpack_from(order + kind, payload, offset)
+        offset += size
+        return value
+
+    def read_string() -> str:
+        nonlocal offset
+        length = read("I")
+        if length == 0 or offset + length > len(payload):
+            raise MessageError(f"serialized image has a string of {length} bytes at byte {offset}, "
+                               f"beyond its {len(payload)} bytes")
+        text = bytes(payload[offset:offset + length - 1]).decode(errors="replace")
+        offset += length
+        return text
+
+    sec, nanosec = read("i"), read("I")
+    frame = read_string()
+    height, width = read("I"), read("I")
+    encoding = read_string()
+    read("B")  # is_bigendian: of multi-byte pixels only; rgb8 and bgr8 have none
+    step, size = read("I"), read("I")
+    if offset + size > len(payload):
+        raise MessageError(f"serialized image promises {size} bytes of data but holds {len(payload) - offset}")
+    return ImageFields(sec + nanosec * 1e-9, frame, height, width, encoding, step,
+                       payload[offset:offset + size])
+
+
+def image_fields(message: Image | bytes) -> ImageFields:
+    """The fields of an Image or of its serialized bytes (from a raw subscription); pixels not copied."""
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        return _cdr_image_fields(message)
+    return ImageFields(seconds_of(message.header.stamp), message.header.frame_id, message.height, message.width,
+                       message.encoding, message.step, memoryview(message.data).cast("B"))
+
+
+def image_array(message: Image | bytes, expected: tuple[int, int] | None = None) -> np.ndarray:
+    """sensor_msgs/Image (rgb8 or bgr8), or its serialized bytes from a raw subscription -> (H, W, 3) uint8
+    RGB, writable; MessageError for anything else. An rgb8 Image without row padding is not copied: the
+    array shares message.data."""
+    fields = image_fields(message)
+    if fields.encoding not in ENCODINGS:
+        raise MessageError(f"image encoding {fields.encoding!r} is not supported (expected one of {ENCODINGS})")
+    if expected is not None and (fields.height, fields.width) != tuple(expected):
+        raise MessageError(f"image is {fields.height}x{fields.width}, the policy expects "
                            f"{expected[0]}x{expected[1]}")
-    if message.step < message.width * 3 or len(message.data) < message.step * message.height:
-        raise MessageError(f"image data is {len(message.data)} bytes with step {message.step}, too short for "
-                           f"{message.height}x{message.width}x3")
-    rows = np.frombuffer(bytes(message.data), dtype=np.uint8)[: message.step * message.height]
-    image = rows.reshape(message.height, message.step)[:, : message.width * 3].reshape(message.height,
-                                                                                      message.width, 3)
-    return (image[..., ::-1] if message.encoding == "bgr8" else image).copy()  # a writable array of its own
+    if fields.step < fields.width * 3 or len(fields.data) < fields.step * fields.height:
+        raise MessageError(f"image data is {len(fields.data)} bytes with step {fields.step}, too short for "
+                           f"{fields.height}x{fields.width}x3")
+    rows = np.frombuffer(fields.data, dtype=np.uint8, count=fields.step * fields.height)
+    image = rows.reshape(fields.height, fields.step)[:, : fields.width * 3].reshape(fields.height, fields.width, 3)
+    if fields.encoding == "bgr8":
+        image = image[..., ::-1]
+    # a copy only where the pixels are reordered, padded or read-only (serialized bytes)
+    return np.ascontiguousarray(image) if image.flags.writeable else image.copy()
+
+
+def image_stamp(message: Image | bytes) -> float:
+    """The header stamp in seconds of an Image or of its serialized bytes."""
+    return image_fields(message).stamp_s
 
 
 def camera_info(intrinsics: np.ndarray, height: int, width: int, stamp_s: float, frame: str) -> CameraInfo:
