@@ -4,7 +4,9 @@ trained checkpoint exists.
 At each episode start it plans the pick from what the topics say: the task (/episode/start), the
 objects' kinds and poses (/scene/objects), the target (/target/point) and the joints at the start
 (/joint_states). Then it answers the observations `replan_every` ticks apart with `chunk_size`-step
-chunks of that plan on /act/action_chunk, stamped like the policy node's.
+chunks of that plan on /act/action_chunk, stamped like the policy node's. A scene it cannot plan (no
+reachable grasp) is logged as a failed episode and answered with chunks that hold the arm where it
+started, so the sim runs the episode out to its step limit (a failure) and the next one starts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.runner import run
 from act_node.tabletop.expert import Neighbour, plan_pick, plan_window
+from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.objects import kind as object_kind
 from act_node.tabletop.scene import requested_kind
 
@@ -117,8 +120,15 @@ class ExpertNode(Node):
             return False
         neighbours = [Neighbour(np.array([x, y]), object_kind(k).footprint_m) for k, x, y, _ in objects
                       if k != request]
-        self.plan = plan_pick(so101.to_lerobot(start), self.target[1], object_kind(request), mine[0][3],
-                              neighbours, self.fps)
+        start_lerobot = so101.to_lerobot(start)
+        try:
+            self.plan = plan_pick(start_lerobot, self.target[1], object_kind(request), mine[0][3], neighbours,
+                                  self.fps)
+        except Unreachable as error:
+            self.plan = start_lerobot[None].astype(np.float32)  # (1, 6): hold the start, the episode fails
+            self.get_logger().error(f"episode failed: cannot plan the pick of the {request} ({error}); "
+                                    f"holding the arm until the episode ends")
+            return True
         self.get_logger().info(f"planned {len(self.plan)} steps to pick up the {request}")
         return True
 
