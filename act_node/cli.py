@@ -126,20 +126,19 @@ def cmd_record(args: argparse.Namespace) -> None:
     import errno
     import signal
 
-    from act_node.record import record
+    from act_node.record import ResumeRefused, record
 
     env = make_env(args)
     try:
         summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
                          keep_failures=args.keep_failures, resume=args.resume)
-    except (FileExistsError, FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"act-sim record: {error}") from None
+    except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
+        raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
         if error.errno != errno.ENOSPC:
             raise
-        notes = " ".join(getattr(error, "__notes__", []))
-        raise SystemExit(f"act-sim record: the disk is full ({error}); {notes}. Free some space and go on "
-                         f"with --resume.") from None
+        raise SystemExit(f"act-sim record: the disk is full ({error}); {' '.join(getattr(error, '__notes__', []))}. "
+                         f"Free some space and go on with --resume.") from None
     finally:
         env.close()
     print(json.dumps({"root": str(summary.root), "episodes": summary.recorded, "frames": summary.frames,
@@ -155,13 +154,27 @@ def cmd_record(args: argparse.Namespace) -> None:
 
 
 def cmd_plannable(args: argparse.Namespace) -> None:
+    """Plan each seed's pick without simulating it. Default: the scene as sampled (true place and yaw,
+    the home pose as start). --exact: the env's own reset (objects settled by physics, the target from
+    the selector, the noisy start), i.e. exactly what `act-sim record` plans from, without cameras."""
     from act_node.tabletop.expert import scene_plan_failure
 
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    env = PickObjectEnv(objects=args.objects, cameras=(), target_source=args.target) if args.exact else None
+    expert = ScriptedExpert(env) if env is not None else None
     failures = []
     for seed in tqdm(seeds, desc="planning scenes", unit="scene"):
-        scene = sample_scene(seeding.np_random(seed)[0], args.objects)  # as PickObjectEnv.reset draws it
-        reason = scene_plan_failure(scene, HOME_LEROBOT, FPS)
+        if env is not None:
+            observation, _ = env.reset(seed=seed)
+            scene = env.scene
+            try:
+                expert.reset(observation)
+                reason = None
+            except Unreachable as error:
+                reason = str(error)
+        else:
+            scene = sample_scene(seeding.np_random(seed)[0], args.objects)  # as PickObjectEnv.reset draws it
+            reason = scene_plan_failure(scene, HOME_LEROBOT, FPS)
         if reason is not None:
             target = scene.target
             reach = float(np.hypot(*table_to_arm(target.xy)))
@@ -169,11 +182,14 @@ def cmd_plannable(args: argparse.Namespace) -> None:
             failures.append({"seed": seed, "kind": target.kind.name, "reach_m": round(reach, 4),
                              "bearing_deg": round(bearing, 1), "yaw_deg": round(math.degrees(target.yaw), 1),
                              "reason": reason})
+    if env is not None:
+        env.close()
     by_kind: dict[str, int] = {}
     for failure in failures:
         by_kind[failure["kind"]] = by_kind.get(failure["kind"], 0) + 1
     print(json.dumps({"objects": args.objects, "seeds": f"{seeds.start}-{seeds.stop - 1}",
-                      "unplannable": len(failures), "by_kind": by_kind, "scenes": failures[: args.show]}, indent=1))
+                      "inputs": "env reset" if args.exact else "sampled scene", "unplannable": len(failures),
+                      "by_kind": by_kind, "scenes": failures[: args.show]}, indent=1))
 
 
 def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
@@ -327,6 +343,9 @@ def main(argv: list[str] | None = None) -> None:
     plannable.add_argument("--first-seed", type=int, default=0)
     plannable.add_argument("--objects", type=int, default=4)
     plannable.add_argument("--show", type=int, default=20, help="list this many unplannable scenes")
+    plannable.add_argument("--exact", action="store_true",
+                           help="plan from the env's reset (physics-settled yaw, selector target): slower")
+    plannable.add_argument("--target", choices=("selector", "truth"), default="selector", help="with --exact")
     plannable.set_defaults(run=cmd_plannable)
 
     train = commands.add_parser("train", help="lerobot-train with this task's ACT configuration; "

@@ -100,6 +100,10 @@ class SeedRecord:
         os.replace(partial, path)
 
 
+class ResumeRefused(ValueError):
+    """The dataset at the root cannot be continued by this run; the message says why."""
+
+
 class StopRequests:
     """While active (a context manager), SIGINT and SIGTERM set `signal_name` instead of killing the
     process or raising KeyboardInterrupt in the middle of a write. Outside the main thread, where Python
@@ -125,6 +129,9 @@ class StopRequests:
             self.signal_name = signal.Signals(number).name
             print(f"\n{self.signal_name}: stopping after this step; the episode in progress is dropped, the "
                   f"completed ones are kept", file=sys.stderr, flush=True)
+        else:
+            print(f"\n{signal.Signals(number).name}: already stopping (saving what is complete)", file=sys.stderr,
+                  flush=True)
 
 
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
@@ -242,7 +249,7 @@ def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
     try:
         dataset = LeRobotDataset.resume(repo_id=repo_id, root=root)
     except Exception as error:  # pyarrow's errors have no common base worth naming
-        raise ValueError(f"cannot resume {root}: its metadata does not load ({type(error).__name__}: {error}); "
+        raise ResumeRefused(f"cannot resume {root}: its metadata does not load ({type(error).__name__}: {error}); "
                          f"it was probably written by a recorder that was killed before finalizing") from error
     mismatch = _settings_mismatch(dataset, env)
     seeds = SeedRecord.read(root)
@@ -250,21 +257,21 @@ def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
         mismatch.append(f"objects: recorded {seeds.objects}, this run {env.object_count}")
     if mismatch:
         dataset.finalize()
-        raise ValueError(f"cannot resume {root} with different settings: {'; '.join(mismatch)}")
-    known = seeds.episode_seeds if seeds is not None else []
-    if len(known) != dataset.meta.total_episodes and first_seed is None:
-        dataset.finalize()
-        raise ValueError(f"cannot tell which seeds {root} was recorded with: it holds "
-                         f"{dataset.meta.total_episodes} episodes and {root / SEEDS_FILE} lists "
-                         f"{len(known)}; pass --first-seed to say where to go on")
-    if seeds is None or len(known) != dataset.meta.total_episodes:
-        known = known + [None] * (dataset.meta.total_episodes - len(known))
-        seeds = SeedRecord(known, first_seed, env.object_count)
+        raise ResumeRefused(f"cannot resume {root} with different settings: {'; '.join(mismatch)}")
+    total = dataset.meta.total_episodes
+    if seeds is None or len(seeds.episode_seeds) != total:
+        if first_seed is None and total > 0:
+            dataset.finalize()
+            listed = "no" if seeds is None else len(seeds.episode_seeds)
+            raise ResumeRefused(f"cannot tell which seeds {root} was recorded with: it holds {total} episodes and "
+                                f"{root / SEEDS_FILE} lists {listed}; pass --first-seed to say where to go on")
+        known = (seeds.episode_seeds if seeds is not None else [])[:total]
+        seeds = SeedRecord(known + [None] * (total - len(known)), first_seed or 0, env.object_count)
     elif first_seed is not None:
         if first_seed < seeds.next_seed:
             dataset.finalize()
-            raise ValueError(f"--first-seed {first_seed} would record seeds {root} has already tried "
-                             f"(up to {seeds.next_seed - 1}); leave it out to go on from {seeds.next_seed}")
+            raise ResumeRefused(f"--first-seed {first_seed} would record seeds {root} has already tried "
+                                f"(up to {seeds.next_seed - 1}); leave it out to go on from {seeds.next_seed}")
         seeds.next_seed = first_seed
     tqdm.write(f"resuming {root}: {dataset.meta.total_episodes} episodes, next seed {seeds.next_seed}")
     return dataset, seeds

@@ -49,6 +49,10 @@ def main() -> None:
         summary = record(env, "local/bench", Path(scratch) / "data", episodes=checkpoints[-1], on_saved=measure)
         env.close()
     height, width = TRAIN_IMAGE_SIZE
+    if summary.stopped_by:  # Ctrl-C: say what was measured
+        print(f"stopped by {summary.stopped_by} after {summary.recorded} episodes; RSS: "
+              + ", ".join(f"{n}: {mb:.1f} MiB" for n, mb in sorted(rss.items())))
+        return
     first, last = checkpoints[0], checkpoints[-1]
     print(f"{summary.recorded} episodes, {summary.frames} frames, 2 cameras {height}x{width}, "
           f"{summary.seconds:.0f} s; RSS before recording {before:.1f} MiB")

@@ -169,12 +169,13 @@ def test_a_full_disk_mid_episode_keeps_the_completed_episodes(tmp_path, monkeypa
         save_image(self, image, fpath, compress_level)
 
     monkeypatch.setattr(DatasetWriter, "_save_image", fills_in_the_third_episode)
-    env = tiny_env()
-    with pytest.raises(OSError) as failed:
-        record(env, REPO_ID, tmp_path / "data", episodes=5)
-    env.close()
-    assert failed.value.errno == errno.ENOSPC
-    assert "keeps its 2 completed episodes" in " ".join(failed.value.__notes__)
+    from act_node.cli import main
+
+    with pytest.raises(SystemExit) as failed:  # through `act-sim record`, as a user meets it
+        main(["record", "--root", str(tmp_path / "data"), *RECORD_ARGS])
+    message = str(failed.value)
+    assert "disk is full" in message and "No space left on device" in message and "--resume" in message
+    assert "keeps its 2 completed episodes" in message
     assert_whole(tmp_path / "data", 2)
 
 
