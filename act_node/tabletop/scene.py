@@ -4,9 +4,8 @@ Objects stand in the arm's reach: a half ring in front of its base, 0.12-0.26 m 
 within 75 degrees of straight ahead (the top-down grasp's workspace; see kinematics.py), and only where
 the expert's planner finds a grasp of that kind at that yaw whose every pose is in reach
 (expert.can_grasp), so that every seed can be planned. Footprints do not overlap and leave 3 cm between
-them, room for a jaw. (With the planner as it is, the ring holds no unreachable place for any kind:
-`act-sim plannable` counts 0 in 10,000 seeds, and this check has not turned a placement away, so seeds
-give the scenes they gave before it.)
+them, room for a jaw. (With the planner as it is, the check has turned no placement away in 10,000
+seeds with 4 objects and 2,000 each with 1, 2 and 8, so those seeds give the scenes they gave before it.)
 """
 
 from __future__ import annotations
