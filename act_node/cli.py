@@ -2,7 +2,8 @@
 
   act-sim video    one expert episode for a seed, every camera side by side, as mp4 or gif
   act-sim expert   the scripted expert's success rate over seeded scenes (parallel over the cores)
-  act-sim record   expert episodes as a LeRobotDataset (v3.0) under a local root
+  act-sim record   expert episodes as a LeRobotDataset (v3.0) under a local root (--resume: append)
+  act-sim plannable  how many seeded scenes the expert cannot plan (scene sampling and planning only)
   act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
                    (--ros: through the ROS 2 graph instead of in-process)
@@ -20,13 +21,17 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
+from gymnasium.utils import seeding
 from tqdm import tqdm
 
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
-from act_node.tabletop.scene import requested_kind
+from act_node.tabletop.kinematics import Unreachable
+from act_node.tabletop.scene import requested_kind, sample_scene
+from act_node.tabletop.table import HOME_LEROBOT
 from act_node.tabletop.video import caption, step_caption, write_video
+from act_node.tabletop.world import table_to_arm
 
 
 def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
@@ -48,10 +53,16 @@ def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
 
 
 def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> dict:
-    """One seeded episode under the scripted expert; appends captioned frames if a list is given."""
+    """One seeded episode under the scripted expert; appends captioned frames if a list is given.
+    A scene the expert cannot plan is a failed episode of no steps, with the reason in `unplannable`."""
     expert = ScriptedExpert(env)
     observation, info = env.reset(seed=seed)
-    expert.reset(observation)
+    try:
+        expert.reset(observation)
+    except Unreachable as error:
+        return {"seed": seed, "task": env.task, "success": False, "steps": 0, "return": 0.0,
+                "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
+                "clamped_joints": 0, "unplannable": str(error)}
     total = 0.0
     if frames is not None:
         frames.append(caption(env.render(), step_caption(seed, env.task)))
@@ -63,13 +74,17 @@ def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": info["is_success"], "steps": info["steps"],
             "return": total, "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
-            "clamped_joints": info["clipped_total"]}
+            "clamped_joints": info["clipped_total"], "unplannable": None}
 
 
 def cmd_video(args: argparse.Namespace) -> None:
     env = make_env(args)
     frames: list[np.ndarray] = []
     result = run_expert_episode(env, args.seed, frames)
+    if result["unplannable"]:
+        env.close()
+        raise SystemExit(f"act-sim video: seed {args.seed}: the expert cannot plan this scene "
+                         f"({result['unplannable']})")
     # hold the last frame a second so the outcome can be seen
     path = write_video(frames + [frames[-1]] * FPS, Path(args.out), FPS)
     env.close()
@@ -108,6 +123,7 @@ def cmd_expert(args: argparse.Namespace) -> None:
         "selector_max_error_m": max((e["target_error_m"] for e in episodes), default=0.0),
         "selector_misses": sum(not e["selector_found"] for e in episodes),
         "failed_seeds": [e["seed"] for e in episodes if not e["success"]],
+        "unplannable_seeds": [e["seed"] for e in episodes if e["unplannable"]],
     }
     print(json.dumps(report, indent=1))
     if args.out:
@@ -118,15 +134,73 @@ def cmd_expert(args: argparse.Namespace) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> None:
-    from act_node.record import record
+    import errno
+    import signal
+
+    from act_node.record import ResumeRefused, record
 
     env = make_env(args)
-    summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
-                     keep_failures=args.keep_failures)
-    env.close()
+    try:
+        summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
+                         keep_failures=args.keep_failures, resume=args.resume)
+    except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
+        raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        raise SystemExit(f"act-sim record: the disk is full ({error}); {' '.join(getattr(error, '__notes__', []))}. "
+                         f"Free some space and go on with --resume.") from None
+    finally:
+        env.close()
     print(json.dumps({"root": str(summary.root), "episodes": summary.recorded, "frames": summary.frames,
-                      "skipped_failed_seeds": summary.skipped_seeds, "seconds": round(summary.seconds, 1),
-                      "frames_per_second": round(summary.frames / summary.seconds, 1)}, indent=1))
+                      "dataset_episodes": summary.total_episodes, "dataset_frames": summary.total_frames,
+                      "skipped_failed_seeds": summary.skipped_seeds, "unplannable_seeds": summary.unplannable_seeds,
+                      "seconds": round(summary.seconds, 1),
+                      "frames_per_second": round(summary.frames / max(summary.seconds, 1e-9), 1),
+                      "stopped_by": summary.stopped_by, "dropped_frames": summary.dropped_frames}, indent=1))
+    if summary.stopped_by:
+        print(f"stopped by {summary.stopped_by}: {summary.root} holds {summary.total_episodes} complete episodes; "
+              f"add --resume to go on")
+        raise SystemExit(128 + signal.Signals[summary.stopped_by].value)
+
+
+def cmd_plannable(args: argparse.Namespace) -> None:
+    """Plan each seed's pick without simulating it. Default: the scene as sampled (true place and yaw,
+    the home pose as start). --exact: the env's own reset (objects settled by physics, the target from
+    the selector, the noisy start), i.e. exactly what `act-sim record` plans from, without cameras."""
+    from act_node.tabletop.expert import scene_plan_failure
+
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    env = PickObjectEnv(objects=args.objects, cameras=(), target_source=args.target) if args.exact else None
+    expert = ScriptedExpert(env) if env is not None else None
+    failures = []
+    for seed in tqdm(seeds, desc="planning scenes", unit="scene"):
+        if env is not None:
+            observation, _ = env.reset(seed=seed)
+            scene = env.scene
+            try:
+                expert.reset(observation)
+                reason = None
+            except Unreachable as error:
+                reason = str(error)
+        else:
+            scene = sample_scene(seeding.np_random(seed)[0], args.objects)  # as PickObjectEnv.reset draws it
+            reason = scene_plan_failure(scene, HOME_LEROBOT, FPS)
+        if reason is not None:
+            target = scene.target
+            reach = float(np.hypot(*table_to_arm(target.xy)))
+            bearing = math.degrees(math.atan2(*table_to_arm(target.xy)[::-1]))
+            failures.append({"seed": seed, "kind": target.kind.name, "reach_m": round(reach, 4),
+                             "bearing_deg": round(bearing, 1), "yaw_deg": round(math.degrees(target.yaw), 1),
+                             "reason": reason})
+    if env is not None:
+        env.close()
+    by_kind: dict[str, int] = {}
+    for failure in failures:
+        by_kind[failure["kind"]] = by_kind.get(failure["kind"], 0) + 1
+    print(json.dumps({"objects": args.objects, "seeds": f"{seeds.start}-{seeds.stop - 1}",
+                      "inputs": "env reset" if args.exact else "sampled scene", "unplannable": len(failures),
+                      "by_kind": by_kind, "scenes": failures[: args.show]}, indent=1))
 
 
 def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
@@ -246,11 +320,24 @@ def main(argv: list[str] | None = None) -> None:
     record = commands.add_parser("record", help="expert episodes as a LeRobotDataset")
     add_env_arguments(record, *TRAIN_IMAGE_SIZE)
     record.add_argument("--episodes", type=int, default=50)
-    record.add_argument("--first-seed", type=int, default=0)
+    record.add_argument("--first-seed", type=int, default=None,
+                        help="default: 0, or with --resume the seed after those already tried")
     record.add_argument("--repo-id", default="local/act_node_pick")
     record.add_argument("--root", default="outputs/datasets/act_node_pick")
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    record.add_argument("--resume", action="store_true",
+                        help="append --episodes more to the dataset at --root (same cameras, size, fps, objects)")
     record.set_defaults(run=cmd_record)
+
+    plannable = commands.add_parser("plannable", help="count the seeded scenes the expert cannot plan")
+    plannable.add_argument("--seeds", type=int, default=10000)
+    plannable.add_argument("--first-seed", type=int, default=0)
+    plannable.add_argument("--objects", type=int, default=4)
+    plannable.add_argument("--show", type=int, default=20, help="list this many unplannable scenes")
+    plannable.add_argument("--exact", action="store_true",
+                           help="plan from the env's reset (physics-settled yaw, selector target): slower")
+    plannable.add_argument("--target", choices=("selector", "truth"), default="selector", help="with --exact")
+    plannable.set_defaults(run=cmd_plannable)
 
     train = commands.add_parser("train", help="lerobot-train with this task's ACT configuration; "
                                               "extra --key=value arguments go to lerobot-train")

@@ -6,33 +6,57 @@ Features (LeRobot's SO-101 names and units):
   observation.images.<camera>    (H, W, 3)     video
   action                         (6,) float32  joint position targets, same units as the state
 and the task text ("pick up the cup") per frame. Only successful episodes are kept by default: a failed
-demonstration teaches the failure.
+demonstration teaches the failure; a seed whose scene the expert cannot plan counts as a failure.
+
+Nothing recorded is lost. LeRobot's writer keeps two parquet files open while it records (the frames in
+data/, the episode index in meta/episodes/) and writes their footers only in `finalize()`; a process that
+dies before that leaves files LeRobot cannot read ("Parquet magic bytes not found in footer"), and with
+them every episode. So:
+  - SIGINT (Ctrl-C) and SIGTERM only ask the recording to stop: it stops at the next simulated step,
+    drops the episode in progress (never half of one), and finalizes. A signal that comes while an
+    episode is being saved lets that save finish first.
+  - any exception (a full disk included) drops the episode in progress, finalizes, and is raised again
+    with a note saying what the dataset holds.
+  - which seed each saved episode came from goes to meta/act_node_seeds.json (written atomically next
+    to LeRobot's own metadata), so `resume=True` continues after the seeds already tried, through
+    `LeRobotDataset.resume`, and refuses a run whose cameras, image size, fps or object count differ.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 from tqdm import tqdm
 
 from act_node import so101
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.kinematics import Unreachable
 
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
+SEEDS_FILE = Path("meta") / "act_node_seeds.json"  # under the dataset root, beside LeRobot's info.json
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def dataset_features(env: PickObjectEnv) -> dict:
     features = {
-        "observation.state": {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
-        "observation.environment_state": {"dtype": "float32", "shape": (2,), "names": ["target_x", "target_y"]},
-        "action": {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
+        OBS_STATE: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
+        OBS_ENV_STATE: {"dtype": "float32", "shape": (2,), "names": ["target_x", "target_y"]},
+        ACTION: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
     }
     for camera in env.cameras:
-        features[f"observation.images.{camera.name}"] = {
+        features[f"{OBS_IMAGES}.{camera.name}"] = {
             "dtype": "video", "shape": (camera.height, camera.width, 3), "names": ["height", "width", "channels"]}
     return features
 
@@ -40,59 +64,270 @@ def dataset_features(env: PickObjectEnv) -> dict:
 @dataclass
 class RecordSummary:
     root: Path
-    recorded: int
-    skipped_seeds: list[int]
-    frames: int
+    recorded: int  # episodes this run saved
+    skipped_seeds: list[int]  # seeds not saved: the expert failed, or could not plan the scene
+    frames: int  # frames this run saved
     seconds: float
+    unplannable_seeds: list[int] = field(default_factory=list)  # of skipped_seeds: no plan for the scene
+    total_episodes: int = 0  # in the dataset now, with those of earlier runs (resume)
+    total_frames: int = 0
+    stopped_by: str | None = None  # "SIGINT" or "SIGTERM" when a signal ended the run early
+    dropped_frames: int = 0  # frames of the episode in progress when the run stopped, not saved
 
 
-def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int = 0,
-           keep_failures: bool = False, max_attempts: int | None = None) -> RecordSummary:
-    """Record `episodes` expert episodes (seeds from `first_seed` on) into a new dataset at `root`."""
-    import time
+@dataclass
+class SeedRecord:
+    """meta/act_node_seeds.json: the seed of each saved episode (by episode index) and where to go on."""
 
+    episode_seeds: list[int | None]  # None: an episode whose seed is unknown (recorded some other way)
+    next_seed: int  # the first seed no run has tried yet
+    objects: int
+
+    @classmethod
+    def read(cls, root: Path) -> SeedRecord | None:
+        path = root / SEEDS_FILE
+        if not path.is_file():
+            return None
+        content = json.loads(path.read_text())
+        return cls(list(content["episode_seeds"]), int(content["next_seed"]), int(content["objects"]))
+
+    def write(self, root: Path) -> None:
+        """Atomically: a reader sees the old file or the new one, never half of one."""
+        path = root / SEEDS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps({"episode_seeds": self.episode_seeds, "next_seed": self.next_seed,
+                                       "objects": self.objects}, indent=1) + "\n")
+        os.replace(partial, path)
+
+
+class ResumeRefused(ValueError):
+    """The dataset at the root cannot be continued by this run; the message says why."""
+
+
+class StopRequests:
+    """While active (a context manager), SIGINT and SIGTERM set `signal_name` instead of killing the
+    process or raising KeyboardInterrupt in the middle of a write. Outside the main thread, where Python
+    cannot take signals, it does nothing. Child processes forked meanwhile (LeRobot's video encoders,
+    which a terminal's Ctrl-C reaches too) inherit the same handlers, so they finish their episode."""
+
+    def __init__(self):
+        self.signal_name: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopRequests:
+        if threading.current_thread() is threading.main_thread():
+            for number in STOP_SIGNALS:
+                self._previous[number] = signal.signal(number, self._request)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _request(self, number: int, _frame) -> None:
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(number).name
+            print(f"\n{self.signal_name}: stopping after this step; the episode in progress is dropped, the "
+                  f"completed ones are kept", file=sys.stderr, flush=True)
+        else:
+            print(f"\n{signal.Signals(number).name}: already stopping (saving what is complete)", file=sys.stderr,
+                  flush=True)
+
+
+def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
+           keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
+           on_saved: Callable[[int], None] | None = None) -> RecordSummary:
+    """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
+    or, with `resume`, append them to the dataset there (seeds after those already tried).
+    Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
+    this run saves (bench/bench_record.py measures memory there)."""
+    root = Path(root)
+    if resume:
+        dataset, seeds = _resume_dataset(env, repo_id, root, first_seed)
+    else:
+        dataset, seeds = _create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed)
+    expert = ScriptedExpert(env)
+    started = time.perf_counter()
+    start_episodes, start_frames = dataset.meta.total_episodes, dataset.meta.total_frames
+    first = seeds.next_seed
+    attempts = max_attempts if max_attempts is not None else 3 * episodes
+    skipped, unplannable, dropped = [], [], 0
+    seed = first
+    progress = tqdm(total=episodes, desc="recording", unit="episode")
+    with StopRequests() as stop:
+        try:
+            while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
+                outcome = _run_episode(env, expert, dataset, seed, stop)
+                if outcome == "stopped":
+                    dropped = dataset.writer.episode_buffer["size"]
+                    dataset.clear_episode_buffer()
+                    print(f"dropped the episode in progress (seed {seed}, {dropped} frames)", file=sys.stderr)
+                    break
+                if outcome == "success" or (outcome == "failure" and keep_failures):
+                    dataset.save_episode()
+                    seeds.episode_seeds.append(seed)
+                    progress.update(1)
+                    if on_saved is not None:
+                        on_saved(dataset.meta.total_episodes - start_episodes)
+                else:
+                    dataset.clear_episode_buffer()
+                    skipped.append(seed)
+                    if outcome == "unplannable":
+                        unplannable.append(seed)
+                seed += 1
+                seeds.next_seed = seed
+                seeds.write(root)
+                progress.set_postfix(skipped=len(skipped), unplannable=len(unplannable))
+                if stop.signal_name:
+                    break
+        except BaseException as error:
+            # the dataset is consistent between episodes: bring it back there, keep what was saved
+            _abandon_episode(dataset, seeds, seed, root)
+            error.add_note(f"recording stopped at seed {seed}; the episode in progress was dropped; the "
+                           f"dataset at {root} keeps its {dataset.meta.total_episodes} completed episodes "
+                           f"({dataset.meta.total_frames} frames)")
+            raise
+        finally:
+            progress.close()
+            dataset.finalize()
+    recorded = dataset.meta.total_episodes - start_episodes
+    summary = RecordSummary(root, recorded, skipped, dataset.meta.total_frames - start_frames,
+                            time.perf_counter() - started, unplannable, dataset.meta.total_episodes,
+                            dataset.meta.total_frames, stop.signal_name, dropped)
+    if recorded < episodes and stop.signal_name is None:
+        raise RuntimeError(f"only {recorded} of {episodes} episodes succeeded in {attempts} seeds "
+                           f"(failed seeds: {skipped}, of which unplannable: {unplannable}); "
+                           f"the dataset at {root} holds those {recorded}")
+    return summary
+
+
+def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests) -> str:
+    """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
+    buffered) or "stopped" (a stop was requested before the episode ended)."""
+    observation, info = env.reset(seed=seed)
+    try:
+        expert.reset(observation)
+    except Unreachable as error:
+        tqdm.write(f"seed {seed}: skipped, the expert cannot plan it ({error})")
+        return "unplannable"
+    done = False
+    while not done:
+        if stop.signal_name:
+            return "stopped"
+        action = expert.act(observation)
+        dataset.add_frame({
+            OBS_STATE: observation["agent_pos"],
+            OBS_ENV_STATE: observation["environment_state"],
+            **{f"{OBS_IMAGES}.{name}": image for name, image in observation["pixels"].items()},
+            ACTION: np.asarray(action, dtype=np.float32),
+            "task": env.task,
+        })
+        observation, _, terminated, truncated, info = env.step(action)
+        done = terminated or truncated
+    return "success" if info["is_success"] else "failure"
+
+
+def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    root = Path(root)
     if root.exists() and any(root.iterdir()):
-        raise FileExistsError(f"dataset folder {root} already exists and is not empty: choose another --root")
+        raise FileExistsError(f"dataset folder {root} already exists and is not empty: choose another --root, "
+                              f"or add --resume to append to it")
     dataset = LeRobotDataset.create(repo_id=repo_id, fps=env.fps, features=dataset_features(env), root=root,
                                     robot_type=ROBOT_TYPE, use_videos=True)
-    expert = ScriptedExpert(env)
-    started, frames, recorded, skipped = time.perf_counter(), 0, 0, []
-    seed = first_seed
-    attempts = max_attempts if max_attempts is not None else 3 * episodes
-    progress = tqdm(total=episodes, desc="recording", unit="episode")
+    seeds = SeedRecord([], first_seed, env.object_count)
+    seeds.write(root)
+    return dataset, seeds
+
+
+def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int | None):
+    """LeRobot's own resume, after checking the dataset was recorded like this run would record it."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    if not (root / "meta" / "info.json").is_file():
+        raise FileNotFoundError(f"nothing to resume at {root}: no meta/info.json (record without --resume first)")
     try:
-        while recorded < episodes and seed < first_seed + attempts:
-            observation, info = env.reset(seed=seed)
-            expert.reset(observation)
-            done = False
-            while not done:
-                action = expert.act(observation)
-                dataset.add_frame({
-                    "observation.state": observation["agent_pos"],
-                    "observation.environment_state": observation["environment_state"],
-                    **{f"observation.images.{name}": image for name, image in observation["pixels"].items()},
-                    "action": np.asarray(action, dtype=np.float32),
-                    "task": env.task,
-                })
-                observation, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-            if info["is_success"] or keep_failures:
-                frames += info["steps"]
-                dataset.save_episode()
-                recorded += 1
-                progress.update(1)
-            else:
-                dataset.clear_episode_buffer()
-                skipped.append(seed)
-            progress.set_postfix(skipped=len(skipped))
-            seed += 1
-    finally:
-        progress.close()
+        dataset = LeRobotDataset.resume(repo_id=repo_id, root=root)
+    except Exception as error:  # pyarrow's errors have no common base worth naming
+        raise ResumeRefused(f"cannot resume {root}: its metadata does not load ({type(error).__name__}: {error}); "
+                         f"it was probably written by a recorder that was killed before finalizing") from error
+    mismatch = _settings_mismatch(dataset, env)
+    seeds = SeedRecord.read(root)
+    if seeds is not None and seeds.objects != env.object_count:
+        mismatch.append(f"objects: recorded {seeds.objects}, this run {env.object_count}")
+    if mismatch:
         dataset.finalize()
-    if recorded < episodes:
-        raise RuntimeError(f"only {recorded} of {episodes} episodes succeeded in {attempts} seeds "
-                           f"(failed seeds: {skipped}); the dataset at {root} holds those {recorded}")
-    return RecordSummary(root, recorded, skipped, frames, time.perf_counter() - started)
+        raise ResumeRefused(f"cannot resume {root} with different settings: {'; '.join(mismatch)}")
+    total = dataset.meta.total_episodes
+    if seeds is None or len(seeds.episode_seeds) != total:
+        if first_seed is None and total > 0:
+            dataset.finalize()
+            listed = "no" if seeds is None else len(seeds.episode_seeds)
+            raise ResumeRefused(f"cannot tell which seeds {root} was recorded with: it holds {total} episodes and "
+                                f"{root / SEEDS_FILE} lists {listed}; pass --first-seed to say where to go on")
+        known = (seeds.episode_seeds if seeds is not None else [])[:total]
+        seeds = SeedRecord(known + [None] * (total - len(known)), first_seed or 0, env.object_count)
+    elif first_seed is not None:
+        if first_seed < seeds.next_seed:
+            dataset.finalize()
+            raise ResumeRefused(f"--first-seed {first_seed} would record seeds {root} has already tried "
+                                f"(up to {seeds.next_seed - 1}); leave it out to go on from {seeds.next_seed}")
+        seeds.next_seed = first_seed
+    tqdm.write(f"resuming {root}: {dataset.meta.total_episodes} episodes, next seed {seeds.next_seed}")
+    return dataset, seeds
+
+
+def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
+    """What differs between the dataset's cameras, image sizes and fps and this env's."""
+    def cameras(features: dict) -> dict[str, tuple]:
+        return {key.removeprefix(f"{OBS_IMAGES}."): tuple(value["shape"]) for key, value in features.items()
+                if key.startswith(f"{OBS_IMAGES}.")}
+
+    def described(shapes: dict[str, tuple]) -> str:
+        return ", ".join(f"{name} {shape[0]}x{shape[1]}" for name, shape in sorted(shapes.items())) or "none"
+
+    recorded, wanted = cameras(dataset.meta.features), cameras(dataset_features(env))
+    mismatch = []
+    if recorded != wanted:
+        mismatch.append(f"cameras (height x width): recorded {described(recorded)}, this run {described(wanted)}")
+    if dataset.meta.fps != env.fps:
+        mismatch.append(f"fps: recorded {dataset.meta.fps}, this run {env.fps}")
+    for key, feature in dataset_features(env).items():
+        if key in dataset.meta.features and not key.startswith(f"{OBS_IMAGES}."):
+            if tuple(dataset.meta.features[key]["shape"]) != feature["shape"]:
+                mismatch.append(f"{key}: recorded shape {tuple(dataset.meta.features[key]['shape'])}, "
+                                f"this run {feature['shape']}")
+    return mismatch
+
+
+def _abandon_episode(dataset, seeds: SeedRecord, seed: int, root: Path) -> None:
+    """After an exception: drop the episode in progress (its staged frames free the disk a full disk
+    needs to finish), finalize, and make the files agree with the episodes LeRobot's metadata lists."""
+    from lerobot.datasets.io_utils import write_info
+
+    saved = dataset.meta.total_episodes
+    if len(seeds.episode_seeds) < saved:  # the exception came after LeRobot had saved the episode
+        seeds.episode_seeds.append(seed)
+        seeds.next_seed = seed + 1
+    dataset.clear_episode_buffer()
+    dataset.finalize()
+    write_info(dataset.meta.info, root)  # a write cut short by a full disk may have left it truncated
+    _drop_unlisted_frames(root, dataset.meta.total_frames)
+    seeds.write(root)
+
+
+def _drop_unlisted_frames(root: Path, total_frames: int) -> None:
+    """An episode whose save failed after its frames reached the data parquet but before the metadata
+    listed it leaves rows with index >= total_frames: rewrite that file without them."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    for path in sorted((root / "data").rglob("*.parquet")):
+        table = pq.read_table(path)
+        keep = pc.less(table["index"], total_frames)
+        if pc.all(keep).as_py():
+            continue
+        partial = path.with_suffix(".parquet.partial")
+        pq.write_table(table.filter(keep), partial, compression="snappy")
+        os.replace(partial, path)

@@ -7,6 +7,9 @@ the first observation it hears once those are in: tick 0 in lockstep, where the 
 answer; whichever tick in realtime, where the sim sends nothing twice. Then it answers the
 observations `replan_every` ticks apart with `chunk_size`-step chunks of that plan on act/action_chunk,
 stamped like the policy node's. Topic names are relative: a launch `namespace` moves them all.
+A scene it cannot plan (no reachable grasp) is logged as a failed episode and answered with chunks that
+hold the arm where it started, so the sim runs the episode out to its step limit (a failure) and the next
+one starts.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from act_node.nodes.messages import (
 from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
 from act_node.tabletop.expert import plan_for_scene, plan_window
+from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.scene import requested_kind
 
 
@@ -109,9 +113,15 @@ class ExpertNode(Node):
         if self.scene is None or self.scene[0] < start_s or self.target is None or self.target[0] < start_s:
             self.get_logger().warn("waiting for this episode's scene and target", throttle_duration_sec=2.0)
             return False
+        start_lerobot = so101.to_lerobot(start)
         try:
-            self.plan = plan_for_scene(so101.to_lerobot(start), self.target[1], request, self.scene[1], self.fps)
-        except ValueError as error:  # no such object, or no reachable grasp: this episode gets no chunks
+            self.plan = plan_for_scene(start_lerobot, self.target[1], request, self.scene[1], self.fps)
+        except Unreachable as error:
+            self.plan = start_lerobot[None].astype(np.float32)  # (1, 6): hold the start, the episode fails
+            self.get_logger().error(f"episode failed: cannot plan the pick of the {request} ({error}); "
+                                    f"holding the arm until the episode ends")
+            return True
+        except ValueError as error:  # the scene does not hold exactly one object of that kind: no chunks
             self.get_logger().error(f"cannot plan the pick: {error}")
             return False
         self.get_logger().info(f"planned {len(self.plan)} steps to pick up the {request}")

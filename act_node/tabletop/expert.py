@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from act_node import so101
 from act_node.tabletop import kinematics
-from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.objects import ObjectKind
 from act_node.tabletop.objects import kind as object_kind
 from act_node.tabletop.world import ARM_BASE_YAW, table_to_arm
+
+if TYPE_CHECKING:  # the env imports the scene sampler, which asks this planner what it can reach
+    from act_node.tabletop.env import PickObjectEnv
+    from act_node.tabletop.scene import Scene
 
 APPROACH_ABOVE_M = 0.05
 LIFT_M = 0.08
@@ -68,25 +72,54 @@ class Neighbour:
 
 def plan_pick(start: np.ndarray, target_xy: np.ndarray, kind: ObjectKind, yaw: float,
               neighbours: list[Neighbour], fps: float) -> np.ndarray:
-    """The whole pick as joint targets (steps, 6) in LeRobot units, from the joints at `start` (6,)."""
+    """The whole pick as joint targets (steps, 6) in LeRobot units, from the joints at `start` (6,).
+    Of the grasps that take the object (closing directions by its symmetry, the fixed jaw on either side),
+    the first whose every pose is in reach, taking the gripper as it usually stands first and the most
+    room from the neighbours next. Raises kinematics.Unreachable when none is."""
     start = np.asarray(start, dtype=np.float64)
     # the jaw tips reach 2.5 cm past the tcp: low objects are taken with the tips just above the table
     grasp_z = max(kind.grasp_height_m, JAW_BELOW_TCP_M + TIP_ABOVE_TABLE_M)
     above_z = max(grasp_z + APPROACH_ABOVE_M, kind.height_m + JAW_BELOW_TCP_M + CLEAR_ABOVE_M)
     open_cmd = gripper_opening_command(kind)
     centre = table_to_arm(np.asarray(target_xy, dtype=np.float64))
-    tilt = _least_tilt(centre, (grasp_z, above_z), 0.0)
-    tcp, closing_yaw = max((_place_jaws(centre, closing, kind.width_m, grasp_z, open_cmd, tilt, neighbours)
-                            for closing in _closing_yaws(kind, yaw)), key=lambda option: option[2])[:2]
+    try:
+        tilt = _least_tilt(centre, (grasp_z, above_z), 0.0)
+    except kinematics.Unreachable:  # the centre is out of reach; a tcp beside it may not be
+        tilt = float(TILTS_RAD[-1])
+    grasps = []
+    for flipped in (False, True):  # the gripper half a turn about the tool axis: only where needed
+        options = []
+        for closing in _closing_yaws(kind, yaw):
+            try:
+                options.append(_place_jaws(centre, closing, kind.width_m, grasp_z, open_cmd, tilt, neighbours,
+                                           flipped) + (flipped,))
+            except kinematics.Unreachable:
+                continue
+        grasps += sorted(options, key=lambda option: -option[2])
+    errors = []
+    for tcp, closing_yaw, _, flipped in grasps:
+        try:
+            return _pick_steps(start, tcp, closing_yaw, flipped, tilt, grasp_z, above_z, open_cmd, fps)
+        except kinematics.Unreachable as error:
+            errors.append(error)
+    if errors:  # the first: the usual grasp with the most room, and why it is out of reach
+        raise kinematics.Unreachable(f"no grasp of the {kind.name} is in reach: {errors[0]}")
+    raise kinematics.Unreachable(f"no grasp of the {kind.name} at {np.round(centre, 3)} (arm frame) is in reach")
+
+
+def _pick_steps(start: np.ndarray, tcp: np.ndarray, closing_yaw: float, flipped: bool, tilt: float,
+                grasp_z: float, above_z: float, open_cmd: float, fps: float) -> np.ndarray:
+    """The pick's joint targets (steps, 6) for a grasp with the tcp at `tcp` (arm frame, 2,); raises
+    Unreachable if any pose is out of reach."""
     low_z = grasp_z
     pull = float(np.clip(np.hypot(*tcp) - COMFORT_REACH_M, -LIFT_PULL_M, LIFT_PULL_M))
     for _ in range(3):  # a leaning jaw's lower corner dips toward the table: go that much higher
         grasp_z = low_z + JAW_HALF_WIDTH_M * math.sin(tilt)
-        tilt = max(tilt, _least_tilt(tcp, (grasp_z, above_z), closing_yaw),
-                   _least_tilt(_pulled(tcp, pull), (grasp_z + LIFT_M,), closing_yaw))
+        tilt = max(tilt, _least_tilt(tcp, (grasp_z, above_z), closing_yaw, flipped),
+                   _least_tilt(_pulled(tcp, pull), (grasp_z + LIFT_M,), closing_yaw, flipped))
 
     def pose(z: float, gripper: float, pull: float = 0.0) -> np.ndarray:
-        body = kinematics.top_down_ik(np.array([*_pulled(tcp, pull), z]), closing_yaw, tilt)
+        body = _tool_ik(np.array([*_pulled(tcp, pull), z]), closing_yaw, tilt, flipped)
         return np.append(so101.to_lerobot(np.append(body, so101.LOWER_RAD[so101.GRIPPER]))[:5], gripper)
 
     def ramp(seconds: float) -> list[float]:
@@ -110,14 +143,14 @@ def _closing_yaws(kind: ObjectKind, yaw: float) -> list[float]:
 
 
 def _place_jaws(centre: np.ndarray, closing_yaw: float, width: float, grasp_z: float, open_cmd: float,
-                tilt: float, neighbours: list[Neighbour]) -> tuple[np.ndarray, float, float]:
+                tilt: float, neighbours: list[Neighbour], flipped: bool = False) -> tuple[np.ndarray, float, float]:
     """(tcp, closing yaw, clearance): the fixed jaw's face sits on the tcp, so the tcp goes beside the
     object; clearance is how far the open jaws stay from the other objects (metres, arm frame).
     A tool leaning outward by `tilt` swings the jaw faces toward the object where the closing axis
     runs along the arm's reach, so the fixed jaw keeps that much more distance."""
     tcp = centre.copy()
     for _ in range(3):  # which side the fixed jaw ends up on depends on the solution's pan and roll
-        joints = kinematics.top_down_ik(np.array([*tcp, grasp_z]), closing_yaw, tilt)
+        joints = _tool_ik(np.array([*tcp, grasp_z]), closing_yaw, tilt, flipped)
         side_yaw = kinematics.closing_axis_yaw(joints)
         side = np.array([math.cos(side_yaw), math.sin(side_yaw)])
         along_reach = abs(math.cos(side_yaw - joints[0]))
@@ -130,16 +163,53 @@ def _place_jaws(centre: np.ndarray, closing_yaw: float, width: float, grasp_z: f
     return tcp, closing_yaw, clearance
 
 
-def _least_tilt(tcp: np.ndarray, heights: tuple[float, ...], closing_yaw: float) -> float:
+def _least_tilt(tcp: np.ndarray, heights: tuple[float, ...], closing_yaw: float, flipped: bool = False) -> float:
     """The smallest outward lean of the tool that keeps every pose of the plan in range."""
     for tilt in TILTS_RAD:
         try:
             for z in heights:
-                kinematics.top_down_ik(np.array([*tcp, z]), closing_yaw, tilt)
+                _tool_ik(np.array([*tcp, z]), closing_yaw, tilt, flipped)
             return tilt
         except kinematics.Unreachable:
             continue
-    return kinematics.top_down_ik(np.array([*tcp, max(heights)]), closing_yaw, 0.0)  # raises
+    return _tool_ik(np.array([*tcp, max(heights)]), closing_yaw, 0.0, flipped)  # raises
+
+
+def _tool_ik(tcp_xyz: np.ndarray, closing_yaw: float, tilt: float, flipped: bool) -> np.ndarray:
+    """kinematics.top_down_ik (5,) radians; `flipped` turns the gripper half a turn about the tool axis:
+    the jaws close along the same line with the fixed jaw on the other side (where the wrist's range
+    allows), which moves the tcp to the object's other side."""
+    joints = kinematics.top_down_ik(tcp_xyz, closing_yaw, tilt)
+    if flipped:
+        low, high = so101.LOWER_RAD[4], so101.UPPER_RAD[4]
+        roll = joints[4] + math.pi if joints[4] + math.pi <= high else joints[4] - math.pi
+        if not low <= roll <= high:
+            raise kinematics.Unreachable(f"wrist_roll {math.degrees(joints[4]):.1f} deg cannot turn half a turn "
+                                         f"within its range")
+        joints[4] = roll
+    return joints
+
+
+def can_grasp(kind: ObjectKind, xy: np.ndarray, yaw: float) -> bool:
+    """Whether some grasp picks an object of `kind` standing at `xy` (table frame, metres) and `yaw` with
+    every pose of the pick in reach; other objects only choose between such grasps, never rule all out."""
+    try:
+        plan_pick(np.zeros(6), xy, kind, yaw, [], fps=10.0)  # reach depends on neither the start nor the fps
+    except kinematics.Unreachable:
+        return False
+    return True
+
+
+def scene_plan_failure(scene: Scene, start: np.ndarray, fps: float) -> str | None:
+    """Why the expert cannot plan the pick of `scene`'s target from the joints `start` (6,), LeRobot units,
+    at the target's true place and yaw; None when it can."""
+    target = scene.target
+    neighbours = [Neighbour(o.xy, o.kind.footprint_m) for o in scene.objects if o is not target]
+    try:
+        plan_pick(start, target.xy, target.kind, target.yaw, neighbours, fps)
+    except kinematics.Unreachable as error:
+        return str(error)
+    return None
 
 
 def plan_for_scene(start: np.ndarray, target_xy: np.ndarray, request: str,

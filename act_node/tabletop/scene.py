@@ -1,8 +1,11 @@
 """Scenes: which objects stand where, and which one is asked for. Seeded: one seed, one scene.
 
 Objects stand in the arm's reach: a half ring in front of its base, 0.12-0.26 m from the pan axis and
-within 75 degrees of straight ahead (the top-down grasp's workspace; see kinematics.py). Footprints do
-not overlap and leave 3 cm between them, room for a jaw.
+within 75 degrees of straight ahead (the top-down grasp's workspace; see kinematics.py), and only where
+the expert's planner finds a grasp of that kind at that yaw whose every pose is in reach
+(expert.can_grasp), so that every seed can be planned. Footprints do not overlap and leave 3 cm between
+them, room for a jaw. (With the planner as it is, the check has turned no placement away in 10,000
+seeds with 4 objects and 2,000 each with 1, 2 and 8, so those seeds give the scenes they gave before it.)
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from act_node.tabletop import objects as object_kinds
+from act_node.tabletop.expert import can_grasp
 from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW, PlacedObject
 
 TASK_PREFIX = "pick up the "
@@ -82,8 +86,10 @@ def _place(rng: np.random.Generator, kinds: list[str]) -> list[PlacedObject] | N
             xy = ARM_BASE_XY + radius * np.array([math.cos(bearing), math.sin(bearing)])
             if all(np.hypot(*(xy - other.xy)) >= kind.footprint_m + other.kind.footprint_m + GAP_M
                    for other in placed):
-                placed.append(PlacedObject(kind, xy, float(rng.uniform(-math.pi, math.pi))))
-                break
+                yaw = float(rng.uniform(-math.pi, math.pi))
+                if can_grasp(kind, xy, yaw):
+                    placed.append(PlacedObject(kind, xy, yaw))
+                    break
         else:
             return None
     return placed
