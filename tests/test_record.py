@@ -227,12 +227,16 @@ def test_the_expert_node_fails_an_unplannable_episode_and_goes_on(ros):
     from act_node.nodes.expert_node import ExpertNode
     from act_node.nodes.messages import (
         chunk_actions,
+        episode_start,
         episode_start_message,
         joint_state_message,
         point_message,
         scene_markers,
+        scene_objects,
+        stamped_joint_positions,
+        target_point,
     )
-    from act_node.tabletop.env import HOME_LEROBOT
+    from act_node.tabletop.table import HOME_LEROBOT
 
     node = ExpertNode()
     chunks = []
@@ -240,11 +244,13 @@ def test_the_expert_node_fails_an_unplannable_episode_and_goes_on(ros):
     home = so101.from_lerobot(HOME_LEROBOT)
 
     def episode(start_s: float, can_xy: tuple[float, float]) -> np.ndarray:
-        node.on_episode(episode_start_message(start_s, {"episode": 1, "seed": 0, "task": "pick up the can"}))
-        node.on_scene(scene_markers([("can", *can_xy, 0.0, 0.07, 0.022), ("cube", 0.6, 0.25, 0.0, 0.035, 0.025)],
-                                    start_s, 1))
-        node.on_target(point_message(can_xy, start_s))
-        node.on_joints(joint_state_message(home, np.zeros(6), start_s))
+        # the node's callbacks, each given what its subscription parses from the message
+        node.on_episode(episode_start(episode_start_message(start_s, {"episode": 1, "seed": 0,
+                                                                      "task": "pick up the can"})))
+        node.on_scene(scene_objects(scene_markers([("can", *can_xy, 0.0, 0.07, 0.022),
+                                                   ("cube", 0.6, 0.25, 0.0, 0.035, 0.025)], start_s, 1)))
+        node.on_target(target_point(point_message(can_xy, start_s)))
+        node.on_joints(stamped_joint_positions(joint_state_message(home, np.zeros(6), start_s)))
         return chunk_actions(chunks[-1], node.fps)[1]
 
     held = episode(0.0, (0.5, 0.07))  # on the arm's base: no grasp reaches it
@@ -262,9 +268,10 @@ ONCE_UNPLANNABLE = [225, 258, 603, 4579, 6069, 10016]
 def test_the_planner_finds_a_grasp_where_the_first_choice_is_out_of_reach():
     from gymnasium.utils import seeding
 
-    from act_node.tabletop.env import FPS, HOME_LEROBOT
+    from act_node.config import FPS
     from act_node.tabletop.expert import scene_plan_failure
     from act_node.tabletop.scene import sample_scene
+    from act_node.tabletop.table import HOME_LEROBOT
 
     for seed in ONCE_UNPLANNABLE:
         scene = sample_scene(seeding.np_random(seed)[0], 4)
