@@ -102,6 +102,8 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
         # RCLError ("the given context is not valid") instead of ExternalShutdownException
         stopped = True
     finally:  # also after a bug in a callback, whose traceback follows the cleanup
+        # spin() can also return quietly when a signal shuts the context down between two of its turns
+        stopped = stopped or signals.received is not None
         work_left = getattr(node, "work_left", None)
         left = work_left() if stopped and callable(work_left) else None
         node.destroy_node()
