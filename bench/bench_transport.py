@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import argparse
 import array
-import fcntl
 import json
 import os
 import resource
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+from act_node.nodes.domains import claim_domains
 
 CAMERAS = ("front", "wrist")
 CONFIGURATIONS = {  # name: (publisher's environment, receiver's, serialized bytes both ends)
@@ -45,24 +45,6 @@ CONFIGURATIONS = {  # name: (publisher's environment, receiver's, serialized byt
     "profile, raw": ("all", "all", True),
     "writer only": ("all", "none", False),
 }
-
-
-def claim_domain() -> tuple[int, object]:
-    """A ROS domain no test run or bench here holds (the lock folder tests/conftest.py uses), kept while the
-    returned handle lives."""
-    folder = Path(tempfile.gettempdir()) / "act_node_ros_domains"
-    folder.mkdir(exist_ok=True)
-    blocks = 44
-    for k in range(blocks):
-        block = (os.getpid() + k) % blocks
-        handle = open(folder / f"{block}.lock", "w")  # noqa: SIM115 (kept open: the lock lives with it)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return 100 + 3 * block, handle
-    raise RuntimeError(f"all {blocks} ROS domain blocks under {folder} are held")
 
 
 def frame_for(size: tuple[int, int], sequence: int) -> np.ndarray:
@@ -269,7 +251,7 @@ def main() -> None:
 
     from tqdm import tqdm
 
-    domain, _lock = claim_domain()
+    domain, _lock = claim_domains()
     load_before = os.getloadavg()
     runs = [(size, name, r) for size in sizes for r in range(args.rounds) for name in args.configurations]
     results: dict[tuple, list[dict]] = {}

@@ -7,34 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from act_node.nodes.domains import claim_domains  # noqa: E402  (no rclpy: the domain is set before it loads)
 
-def _claim_ros_domains() -> int:
-    """Three ROS domains (this process, then +1 and +2 for subprocess graphs) no other test run here holds.
-
-    A domain from the pid alone collided now and then with a concurrent run on the same machine, whose
-    latched episode starts then reached this run's nodes. The claim is a lock held until the process exits.
-    """
-    import fcntl
-    import tempfile
-
-    folder = Path(tempfile.gettempdir()) / "act_node_ros_domains"
-    folder.mkdir(exist_ok=True)
-    blocks = 44  # domains 100..231; Fast DDS allows up to 232
-    for k in range(blocks):
-        block = (os.getpid() + k) % blocks
-        handle = open(folder / f"{block}.lock", "w")  # noqa: SIM115 (kept open: the lock lives with it)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        _CLAIMS.append(handle)
-        return 100 + 3 * block
-    raise RuntimeError(f"all {blocks} ROS domain blocks under {folder} are held by other test runs")
-
-
-_CLAIMS: list = []
-os.environ["ROS_DOMAIN_ID"] = str(_claim_ros_domains())
+# three ROS domains (this process, then +1 and +2 for subprocess graphs) no other test run here holds,
+# claimed for the life of the process
+_DOMAIN, _CLAIM = claim_domains()
+os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN)
 os.environ.setdefault("ROS_LOCALHOST_ONLY", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
