@@ -269,8 +269,7 @@ def eval_over_ros(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
                           max_velocity=1e9, lockstep_timeout_s=3600.0)
-    arguments = {name: _argument_text(getattr(config, name)) for name in GraphConfig.launch_arguments()}
-    code = run_graph(arguments)
+    code = run_graph(config.to_arguments())
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
     if code != 0 or len(episodes) != args.episodes:
         raise SystemExit(f"act-sim eval --ros: the graph ended with code {code} after {len(episodes)} of "
@@ -282,12 +281,6 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     print(f"over ROS: success {report['success_rate']:.1%} over {len(episodes)} episodes, mean reward "
           f"{report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f}; "
           f"{out / 'report_ros.json'}")
-
-
-def _argument_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return ",".join(value) if isinstance(value, tuple) else str(value)
 
 
 def add_env_arguments(parser: argparse.ArgumentParser, height: int = SIM_IMAGE_SIZE[0],

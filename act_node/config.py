@@ -110,6 +110,10 @@ class GraphConfig:
                 values[spec.name] = _parse(spec.name, str(arguments[spec.name]), spec.default)
         return cls(**values)
 
+    def to_arguments(self) -> dict[str, str]:
+        """The launch arguments (name:=text) that make this config: from_arguments(c.to_arguments()) == c."""
+        return {name: _text(getattr(self, name)) for name in self.launch_arguments()}
+
     # --- what it produces ----------------------------------------------------------------------------
     @property
     def image_size(self) -> tuple[int, int]:
