@@ -206,11 +206,16 @@ def cmd_plannable(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
     from act_node.training import train
 
-    checkpoint = train(Path(args.dataset_root), args.repo_id, Path(args.output_dir), args.steps, args.device, extra)
+    try:
+        checkpoint = train(Path(args.dataset_root), args.repo_id, Path(args.output_dir), args.steps, args.device,
+                           extra, save_freq=args.save_freq, resume=args.resume)
+    except (FileNotFoundError, FileExistsError, ValueError) as error:
+        raise SystemExit(f"act-sim train: {error}") from None
     print(f"checkpoint: {checkpoint}")
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
+    _cameras_of_checkpoint(args, args.policy_path)
     if args.ros:
         eval_over_ros(args)
         return
@@ -232,6 +237,48 @@ def cmd_eval(args: argparse.Namespace) -> None:
         print(f"the Selector missed the requested kind in {report['selector_misses']} episodes; commands were "
               f"clamped in {report['episodes_clamped']}")
     print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
+
+
+def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
+    """--cameras, --height and --width not given: the checkpoint's own (one size for every camera)."""
+    from act_node.config import checkpoint_cameras
+
+    if args.cameras is not None and args.height is not None and args.width is not None:
+        return
+    try:
+        cameras = checkpoint_cameras(checkpoint)
+    except ValueError as error:
+        raise SystemExit(f"act-sim: {error}") from None
+    sizes = set(cameras.values())
+    if len(sizes) != 1:
+        raise SystemExit(f"act-sim: the checkpoint's cameras {cameras} differ in size; give --height and --width")
+    height, width = sizes.pop()
+    args.cameras = args.cameras if args.cameras is not None else ",".join(cameras)
+    args.height = args.height if args.height is not None else height
+    args.width = args.width if args.width is not None else width
+
+
+def cmd_curve(args: argparse.Namespace) -> None:
+    from act_node.curve import checkpoints, curve
+
+    runs = {}
+    for item in args.run:
+        label, sep, path = item.partition("=")
+        runs[label if sep else Path(item).name] = Path(path if sep else item)
+    try:
+        _cameras_of_checkpoint(args, str(checkpoints(next(iter(runs.values())))[-1][1]))
+        config = graph_config(args, episodes=args.episodes, first_seed=args.first_seed,
+                              replan_every=args.n_action_steps or 0)
+        steps = [int(v) for v in args.steps.split(",") if v.strip()] if args.steps else None
+        result = curve(runs, config, Path(args.out), workers=args.workers, every=args.every, steps=steps)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"act-sim curve: {error}") from None
+    for label, points in result.items():
+        for p in points:
+            low, high = p["success_ci95"]
+            print(f"{label} step {p['step']}: {p['success_rate']:.0%} ({low:.0%}-{high:.0%}), "
+                  f"picked another object {p['picked_other']}")
+    print(f"curve: {Path(args.out) / 'curve.png'}, {Path(args.out) / 'curve.json'}")
 
 
 def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
@@ -268,7 +315,7 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     config = graph_config(args, policy="act", checkpoint=args.policy_path, clock="lockstep", episodes=args.episodes,
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
-                          max_velocity=1e9, lockstep_timeout_s=3600.0)
+                          max_velocity=1e9, lockstep_timeout_s=3600.0, threads=1)
     code = run_graph(config.to_arguments())
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
     if code != 0 or len(episodes) != args.episodes:
@@ -283,12 +330,16 @@ def eval_over_ros(args: argparse.Namespace) -> None:
           f"{out / 'report_ros.json'}")
 
 
-def add_env_arguments(parser: argparse.ArgumentParser, height: int = SIM_IMAGE_SIZE[0],
-                      width: int = SIM_IMAGE_SIZE[1]) -> None:
+def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_IMAGE_SIZE[0],
+                      width: int | None = SIM_IMAGE_SIZE[1], cameras: str | None = ",".join(DEFAULT_CAMERAS)) -> None:
+    """The table-top's flags; a None default (the size, the cameras) means "the checkpoint's"."""
     parser.add_argument("--objects", type=int, default=4, help="objects on the table, 1-8")
-    parser.add_argument("--cameras", default=",".join(DEFAULT_CAMERAS), help="comma-separated: front, top, wrist")
-    parser.add_argument("--height", type=int, default=height, help="camera image height")
-    parser.add_argument("--width", type=int, default=width, help="camera image width")
+    parser.add_argument("--cameras", default=cameras, help="comma-separated: front, top, wrist"
+                        + ("" if cameras else " (default: the checkpoint's)"))
+    parser.add_argument("--height", type=int, default=height,
+                        help="camera image height" + ("" if height else " (default: the checkpoint's)"))
+    parser.add_argument("--width", type=int, default=width,
+                        help="camera image width" + ("" if width else " (default: the checkpoint's)"))
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
 
@@ -339,10 +390,13 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--output-dir", default="outputs/train/act_pick")
     train.add_argument("--steps", type=int, default=2000)
     train.add_argument("--device", default="cpu", help="cpu or cuda")
+    train.add_argument("--save-freq", type=int, default=None, help="checkpoint every N steps (default: at the end)")
+    train.add_argument("--resume", action="store_true", help="continue the newest checkpoint in --output-dir up "
+                       "to --steps")
     train.set_defaults(run=cmd_train, passes_extra=True)
 
     evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")
-    add_env_arguments(evaluate, *TRAIN_IMAGE_SIZE)
+    add_env_arguments(evaluate, None, None, cameras=None)
     evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--first-seed", type=int, default=1000)
@@ -354,6 +408,19 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
     evaluate.set_defaults(run=cmd_eval)
+
+    curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
+                                 "same unseen seeds, success with its 95%% interval (curve.json, curve.png)")
+    add_env_arguments(curves, None, None, cameras=None)
+    curves.add_argument("run", nargs="+", help="a lerobot-train output_dir, or label=output_dir")
+    curves.add_argument("--episodes", type=int, default=50)
+    curves.add_argument("--first-seed", type=int, default=1000)
+    curves.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
+    curves.add_argument("--every", type=int, default=1, help="every K-th checkpoint (and the last)")
+    curves.add_argument("--steps", default=None, help="only the checkpoints at these steps (comma-separated)")
+    curves.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
+    curves.add_argument("--out", default="outputs/curve")
+    curves.set_defaults(run=cmd_curve)
 
     launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")

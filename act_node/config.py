@@ -13,7 +13,8 @@ Defaults, and why:
 - chunk 100, re-plan every 30 ticks: ACT's chunk; once a second at 30 fps (the grasp takes about 4 s).
 - episodes of 300 ticks (10 s): the expert needs about 5 s.
 - velocity bound: the STS3215's no-load speed (act_node.so101).
-- images: 240x320 for the sim's own views and videos, 120x160 for training and the graph's default policy.
+- images: 240x320 for the sim's own views and videos, 96x128 for training and the graph's default policy
+  (the shipped checkpoint's size: models/act_pick/README.md).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ REPLAN_EVERY = 30  # ACT's n_action_steps and the expert's cadence
 EPISODE_STEPS = 300
 DEFAULT_CAMERAS = ("front", "wrist")
 SIM_IMAGE_SIZE = (240, 320)
-TRAIN_IMAGE_SIZE = (120, 160)
+TRAIN_IMAGE_SIZE = (96, 128)
 POLICIES = ("act", "expert")
+SHIPPED_MODEL = "act_pick"  # models/act_pick: the trained ACT, policy:=act's default checkpoint
 CLOCKS = ("lockstep", "realtime")
 MERGE_RULES = ("replace", "average", "ensemble")
 TARGET_SOURCES = ("selector", "truth")
@@ -46,7 +48,8 @@ def _argument(default, description: str, **limits):
 @dataclass(frozen=True)
 class GraphConfig:
     policy: str = _argument("expert", "act (a checkpoint) or expert (the scripted expert)", choices=POLICIES)
-    checkpoint: str = _argument("", "LeRobot pretrained_model folder (policy:=act)")
+    checkpoint: str = _argument("", f"LeRobot pretrained_model folder (policy:=act; empty: the shipped "
+                                    f"models/{SHIPPED_MODEL})")
     clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
     cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERAS)}")
     image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
@@ -56,6 +59,10 @@ class GraphConfig:
     first_seed: int = _argument(0, "seed of the first episode", low=0)
     replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "
                                      "the expert)", low=0)
+    camera_every: int = _argument(0, "ticks between camera images from the sim: 0 renders only what is consumed "
+                                  "(lockstep: the re-plan ticks the policy answers; realtime: every tick), 1 every "
+                                  "tick (for RViz's image display or a recorder); a video films every tick anyway",
+                                  low=0)
     merge: str = _argument("replace", "chunk merge rule: replace, average, ensemble", choices=MERGE_RULES)
     max_velocity: float = _argument(so101.MAX_VELOCITY_RAD_S, "joint velocity bound in rad/s applied by the sim's "
                                     "executor (the STS3215's no-load speed)", low=0.0)
@@ -65,6 +72,8 @@ class GraphConfig:
     target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
                                    "truth (the sim's scene)", choices=TARGET_SOURCES)
     device: str = _argument("cpu", "torch device for the policy")
+    threads: int = _argument(0, "torch threads for the policy (0: torch's default, a thread a core); act-sim eval "
+                             "uses 1, so that in-process and ROS evaluations do the same arithmetic", low=0)
     video_dir: str = _argument("", "write each episode's result (JSON) and video here")
     record_video: bool = _argument(True, "write the videos too (false: results only)")
     fps: int = FPS
@@ -86,7 +95,11 @@ class GraphConfig:
         if unknown or not self.cameras or len(set(self.cameras)) != len(self.cameras):
             problems.append(f"cameras must be distinct names among {', '.join(CAMERAS)}, got {list(self.cameras)}")
         if self.policy == "act" and not self.checkpoint:
-            problems.append("policy:=act needs checkpoint:=<pretrained_model folder>")
+            if (Path(shipped_checkpoint()) / "config.json").is_file():
+                object.__setattr__(self, "checkpoint", shipped_checkpoint())
+            else:
+                problems.append(f"policy:=act needs checkpoint:=<pretrained_model folder> (this install ships no "
+                                f"models/{SHIPPED_MODEL})")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -138,6 +151,24 @@ class GraphConfig:
 
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)
+
+
+def shipped_checkpoint() -> str:
+    """The ACT checkpoint this package ships (models/act_pick/pretrained_model): policy:=act's default."""
+    from act_node.paths import models_dir
+
+    return str(models_dir() / SHIPPED_MODEL / "pretrained_model")
+
+
+def checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]]:
+    """{camera: (H, W)} a checkpoint was trained on, from its config.json (no torch); ValueError if unreadable."""
+    config = Path(checkpoint) / "config.json"
+    try:
+        features = json.loads(config.read_text())["input_features"]
+        return {key.rsplit(".", 1)[1]: (int(f["shape"][1]), int(f["shape"][2]))
+                for key, f in features.items() if key.startswith("observation.images.")}
+    except (OSError, KeyError, ValueError, IndexError, TypeError) as error:
+        raise ValueError(f"cannot read the cameras from {config}: {error!r}") from None
 
 
 def checkpoint_n_action_steps(checkpoint: str | Path) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
+from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import caption, step_caption, write_video
@@ -68,7 +69,7 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],
             "sum_reward": total, "clamped_joints": info["clipped_total"], "target_error_m": info["target_error_m"],
-            "selector_found": info["selector_found"], "policy_calls": calls,
+            "selector_found": info["selector_found"], "lifted": info.get("lifted", []), "policy_calls": calls,
             "mean_inference_s": inference_s / max(calls, 1)}
 
 
@@ -102,6 +103,10 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
     episodes: list[dict] = []
     filmed, rest = seeds[:videos], seeds[videos:]
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the workers: the same arithmetic, so results do not depend on `workers`
     env = make_env(config)
     progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
     try:
@@ -121,6 +126,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                 progress.update(1)
     finally:
         env.close()
+        torch.set_num_threads(threads)
     progress.close()
     report = {
         "policy": str(config.checkpoint),
@@ -146,5 +152,7 @@ def summarize(episodes: list[dict]) -> dict:
             "episodes_clamped": sum(e.get("clamped_joints", 0) > 0 for e in episodes),
             # the Selector judged the requested kind absent although it stood there (the truth stood in)
             "selector_misses": sum(not e.get("selector_found", True) for e in episodes),
+            # the policy lifted an object that was not requested (a distractor): the target's worth shows here
+            "picked_other": sum(any(k != requested_kind(e["task"]) for k in e.get("lifted", [])) for e in episodes),
             "max_target_error_m": max((e["target_error_m"] for e in episodes
                                        if math.isfinite(e.get("target_error_m") or math.inf)), default=None)}

@@ -54,3 +54,38 @@ class ObservationMatcher:
             else:
                 return stamp, match
         return None
+
+
+# --- the target as the policy reads it (observation.environment_state) ------------------------------------
+TASK_PREFIX = "pick up the "
+
+
+def requested_kind(task: str) -> str:
+    """The kind a task text asks for ("pick up the cup" -> "cup"); "" when it is no pick task."""
+    return task.removeprefix(TASK_PREFIX) if task.startswith(TASK_PREFIX) else ""
+
+
+def environment_state_names() -> list[str]:
+    """The names of environment_state's entries: the target's x, y (metres, table frame), then the request
+    as a one-hot over the object kinds (ACT takes no language: the request enters here)."""
+    from act_node.attention import ITEMS
+
+    return ["target_x", "target_y", *(f"request_{kind}" for kind in ITEMS)]
+
+
+def environment_state(target_xy, request: str):
+    """environment_state for a target at `target_xy` (table frame, metres) of the requested kind:
+    float32 (2 + number of kinds,). ValueError on an unknown kind or a target that is not two finite numbers."""
+    import numpy as np
+
+    from act_node.attention import ITEMS
+
+    xy = np.asarray(target_xy, dtype=np.float32).reshape(-1)
+    if xy.shape != (2,) or not np.all(np.isfinite(xy)):
+        raise ValueError(f"the target must be two finite numbers (x, y), got {target_xy!r}")
+    if request not in ITEMS:
+        raise ValueError(f"unknown requested kind {request!r}; expected one of {list(ITEMS)}")
+    state = np.zeros(2 + len(ITEMS), dtype=np.float32)
+    state[:2] = xy
+    state[2 + ITEMS.index(request)] = 1.0
+    return state

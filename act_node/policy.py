@@ -22,6 +22,7 @@ from lerobot.envs.utils import preprocess_observation
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
+from act_node.observation import environment_state_names
 
 __all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
            "check_features", "to_batch"]
@@ -39,7 +40,7 @@ class FeatureSpec:
 
     cameras: dict[str, tuple[int, int]]
     state_dim: int = len(so101.JOINT_NAMES)
-    env_state_dim: int | None = 2
+    env_state_dim: int | None = len(environment_state_names())  # target x, y and the request one-hot
     action_dim: int = len(so101.JOINT_NAMES)
 
 

@@ -2,7 +2,7 @@
 
 Features (LeRobot's SO-101 names and units):
   observation.state              (6,) float32  joint positions, degrees and gripper 0-100 (`<joint>.pos`)
-  observation.environment_state  (2,) float32  the target x, y in metres, table frame
+  observation.environment_state  (10,) float32 the target x, y in metres, table frame, and the request one-hot
   observation.images.<camera>    (H, W, 3)     video
   action                         (6,) float32  joint position targets, same units as the state
 and the task text ("pick up the cup") per frame. Only successful episodes are kept by default: a failed
@@ -39,6 +39,7 @@ from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 from tqdm import tqdm
 
 from act_node import so101
+from act_node.observation import environment_state_names
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
@@ -52,7 +53,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def dataset_features(env: PickObjectEnv) -> dict:
     features = {
         OBS_STATE: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
-        OBS_ENV_STATE: {"dtype": "float32", "shape": (2,), "names": ["target_x", "target_y"]},
+        OBS_ENV_STATE: {"dtype": "float32", "shape": (len(environment_state_names()),),
+                        "names": environment_state_names()},
         ACTION: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
     }
     for camera in env.cameras:

@@ -83,6 +83,7 @@ class SimEpisodes:
         self.next_seed = config.first_seed
         self.episodes_left = config.episodes or None  # None: serve episodes until stopped
         self.tick = 0
+        self.start_tick = 0
         self.episode = 0
         self.running = False
         self.start: EpisodeStart | None = None
@@ -159,8 +160,9 @@ class SimEpisodes:
     def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
         return self.table.robot.joint_state()
 
-    def images(self) -> dict[str, np.ndarray]:
-        return self.table.rig.render()
+    def images(self, cameras: list[str] | None = None) -> dict[str, np.ndarray]:
+        """The cameras' images now (all, or those named)."""
+        return self.table.rig.render(cameras)
 
     def close(self) -> None:
         self.table.close()

@@ -1,17 +1,19 @@
 """`act-sim train`: a thin front to LeRobot's own training (lerobot-train), with an ACT configuration
 sized for this task and for 2-core CPU machines. Everything here becomes lerobot-train arguments; any
-extra `--key=value` is passed through and wins.
+extra `--key=value` is passed through and wins. A run writes a checkpoint every `save_freq` steps and
+`--resume` continues the newest one (lerobot-train --resume=true --config_path=...).
 
-Why these numbers:
-- images 120x160 per camera (front + wrist): the objects are 3-6 cm and still span several pixels;
-  ResNet-18 leaves a 4x5 feature map, 20 tokens a camera, so CPU steps stay near a second.
-- chunk_size 100 (the project's chunk), n_action_steps 30: re-plan once a second at 30 fps; the
-  grasp takes about 4 s, so executing whole 100-step chunks would run most of it open loop.
-- dim_model 256, dim_feedforward 1024, 4 encoder / 1 decoder layers, 8 heads (half LeRobot's width):
-  the task is one arm and one object, and 512/3200 costs about 3x the time per step here.
-- pretrained_backbone_weights None: nothing downloads; the backbone trains from scratch, so its rate
-  matches the transformer's (1e-4) instead of LeRobot's 1e-5 for a pretrained ResNet.
-- batch 8, VAE on (kl_weight 10), dropout 0.1: LeRobot's ACT defaults.
+The recipe (models/act_pick/README.md measures it):
+- the target enters as environment_state: the selector's (x, y) and the request one-hot over the eight
+  kinds (act_node.observation); ACT takes no language, and the grasp's height and opening depend on the kind.
+- VAE off (use_vae false): the scripted expert is deterministic, there is no style to encode, and the
+  VAE's 4-layer encoder over the 100-step chunk is a third of a CPU step at small images.
+- 2 encoder layers / 1 decoder layer, dim_model 256, dim_feedforward 1024, 8 heads: half LeRobot's width.
+- images 96x128 per camera (front + wrist), recorded at that size: ResNet-18 leaves 3x4 tokens a camera.
+- chunk_size 100 (the project's chunk), n_action_steps 30: re-plan once a second at 30 fps.
+- pretrained_backbone_weights None: nothing downloads; the backbone trains from scratch at the
+  transformer's rate (1e-4) instead of LeRobot's 1e-5 for a pretrained ResNet.
+- batch 8, dropout 0.1, weight decay 1e-4: LeRobot's ACT defaults.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ ACT_ARGUMENTS = {
     "policy.dim_model": "256",
     "policy.dim_feedforward": "1024",
     "policy.n_heads": "8",
-    "policy.n_encoder_layers": "4",
+    "policy.n_encoder_layers": "2",
     "policy.n_decoder_layers": "1",
+    "policy.use_vae": "false",
     "policy.optimizer_lr": "1e-4",
     "policy.optimizer_lr_backbone": "1e-4",
     "batch_size": "8",
@@ -69,25 +72,52 @@ def _value(text: str):
 
 
 def train_arguments(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device: str,
-                    extra: list[str]) -> list[str]:
+                    extra: list[str], save_freq: int | None = None) -> list[str]:
     arguments = dict(ACT_ARGUMENTS)
     arguments.update({"dataset.repo_id": repo_id, "dataset.root": str(dataset_root), "output_dir": str(output_dir),
-                      "steps": str(steps), "save_freq": str(steps), "log_freq": str(max(1, min(100, steps // 10))),
-                      "policy.device": device, "num_workers": "2"})
+                      "steps": str(steps), "save_freq": str(save_freq or steps),
+                      "log_freq": str(max(1, min(100, steps // 10))), "policy.device": device, "num_workers": "2"})
+    return [f"--{key}={value}" for key, value in _with_extra(arguments, extra).items()]
+
+
+def _with_extra(arguments: dict[str, str], extra: list[str]) -> dict[str, str]:
+    arguments = dict(arguments)
     for item in extra:
-        key, _, value = item.removeprefix("--").partition("=")
+        key, sep, value = item.removeprefix("--").partition("=")
+        if not sep or not key:
+            raise ValueError(f"extra lerobot-train arguments are --key=value, got {item!r}")
         arguments[key] = value
-    return [f"--{key}={value}" for key, value in arguments.items()]
+    return arguments
 
 
-def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device: str, extra: list[str]) -> Path:
-    """Run lerobot-train; return the final checkpoint's pretrained_model folder."""
-    if not (Path(dataset_root) / "meta" / "info.json").is_file():
-        raise FileNotFoundError(f"no LeRobotDataset at {dataset_root} (meta/info.json missing): record one first")
-    if Path(output_dir).exists():
-        raise FileExistsError(f"{output_dir} exists: lerobot-train refuses to overwrite it; choose another")
-    command = [sys.executable, "-m", "lerobot.scripts.lerobot_train",
-               *train_arguments(dataset_root, repo_id, output_dir, steps, device, extra)]
+def last_checkpoint(output_dir: Path) -> Path | None:
+    """The newest checkpoint's folder of a run (output_dir/checkpoints/last), or None."""
+    last = Path(output_dir) / "checkpoints" / "last"
+    return last if (last / "pretrained_model" / "train_config.json").is_file() else None
+
+
+def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device: str, extra: list[str],
+          save_freq: int | None = None, resume: bool = False) -> Path:
+    """Run lerobot-train; return the final checkpoint's pretrained_model folder. With `resume`, continue the
+    newest checkpoint in `output_dir` up to `steps` (its configuration stands; `extra` may still override)."""
+    if resume:
+        last = last_checkpoint(output_dir)
+        if last is None:
+            raise FileNotFoundError(f"nothing to resume in {output_dir}: no checkpoints/last/pretrained_model/"
+                                    "train_config.json")
+        arguments = _with_extra({"resume": "true", "config_path": str(last / "pretrained_model" / "train_config.json"),
+                                 "steps": str(steps)}, extra)
+        if save_freq:
+            arguments["save_freq"] = str(save_freq)
+        command_arguments = [f"--{key}={value}" for key, value in arguments.items()]
+    else:
+        if not (Path(dataset_root) / "meta" / "info.json").is_file():
+            raise FileNotFoundError(f"no LeRobotDataset at {dataset_root} (meta/info.json missing): record one first")
+        if Path(output_dir).exists():
+            raise FileExistsError(f"{output_dir} exists: lerobot-train refuses to overwrite it; choose another, "
+                                  "or --resume to continue its newest checkpoint")
+        command_arguments = train_arguments(dataset_root, repo_id, output_dir, steps, device, extra, save_freq)
+    command = [sys.executable, "-m", "lerobot.scripts.lerobot_train", *command_arguments]
     print("running:", " ".join(command), flush=True)
     subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1",
                                              "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"})

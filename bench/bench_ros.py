@@ -70,7 +70,7 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
     time.sleep(1.0)
     start.publish(Header(stamp=messages.to_time(0.0), frame_id=json.dumps({"task": env.task})))
     observation, _ = env.reset(seed=3)
-    target.publish(messages.point_message(tuple(observation["environment_state"]), 0.0))
+    target.publish(messages.point_message(tuple(observation["environment_state"][:2]), 0.0))
     time.sleep(0.5)
     direct = ChunkPolicy.load(checkpoint)
     over_ros, called = [], []

@@ -1,5 +1,6 @@
 """ObservationMatcher: observations matched across sources by stamp, within the skew bound, in any order."""
 
+import numpy as np
 import pytest
 
 from act_node.observation import ObservationMatcher
@@ -77,3 +78,20 @@ def test_clear_forgets_and_bad_sources_are_named():
         m.add("top", 1.0, None)
     with pytest.raises(ValueError, match="skew_s must be >= 0"):
         ObservationMatcher(["joints"], -1.0)
+
+
+def test_environment_state_is_the_target_then_the_request_one_hot():
+    from act_node.attention import ITEMS
+    from act_node.observation import environment_state, environment_state_names, requested_kind
+
+    state = environment_state((0.4, 0.3), "pen")
+    assert state.dtype == np.float32 and state.shape == (2 + len(ITEMS),) == (len(environment_state_names()),)
+    assert state[:2].tolist() == pytest.approx([0.4, 0.3])
+    assert state[2:].sum() == 1.0 and environment_state_names()[2 + int(np.argmax(state[2:]))] == "request_pen"
+    assert requested_kind("pick up the pen") == "pen" and requested_kind("fetch me a coffee") == ""
+    with pytest.raises(ValueError, match="unknown requested kind ''"):
+        environment_state((0.4, 0.3), requested_kind("fetch me a coffee"))
+    with pytest.raises(ValueError, match="two finite numbers"):
+        environment_state((0.4, float("nan")), "pen")
+    with pytest.raises(ValueError, match="two finite numbers"):
+        environment_state((0.4, 0.3, 0.0), "pen")

@@ -105,6 +105,76 @@ def test_bad_input_leaves_the_node_running_and_publishes_nothing_built_on_it(pol
     assert stamps == pytest.approx([stamp + 0.05]), f"a chunk was built on {bad}: stamps {stamps}"
 
 
+class Recording:
+    """A policy that notes each observation it is fed, then answers as the real one."""
+
+    def __init__(self, policy):
+        self.policy, self.fed = policy, []
+
+    def __call__(self, observation, task):
+        self.fed.append(observation)
+        return self.policy(observation, task)
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+
+def test_the_target_and_the_tasks_request_enter_as_environment_state(policy):
+    from act_node.observation import environment_state
+
+    node, probe = policy
+    node.policy = spy = Recording(node.policy)
+    try:
+        for start, task in ((40.0, "fetch me a coffee"), (50.0, "pick up the cup")):
+            probe.chunks.clear()
+            probe.start.publish(Header(stamp=messages.to_time(start), frame_id=json.dumps({"task": task})))
+            probe.target.publish(messages.point_message((0.5, 0.25), start))
+            assert wait_for(lambda s=start: node.episode_start_s == s and node.target[0] == s)
+            probe.observe(start + 0.5)
+            if task == "fetch me a coffee":  # no kind to request: logged, nothing inferred or sent
+                time.sleep(1.0)
+                assert not probe.chunks and not spy.fed
+        assert wait_for(lambda: probe.chunks), "no chunk for the cup"
+        assert np.array_equal(spy.fed[-1]["environment_state"], environment_state((0.5, 0.25), "cup"))
+    finally:
+        node.policy = spy.policy
+        probe.start.publish(Header(stamp=messages.to_time(10.0), frame_id=json.dumps({"task": "pick up the cup"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 10.0))
+        assert wait_for(lambda: node.episode_start_s == 10.0 and node.target[0] == 10.0)
+
+
+class Slow(Recording):
+    """A policy that takes three seconds to think."""
+
+    thinking = False
+
+    def __call__(self, observation, task):
+        self.thinking = True
+        time.sleep(3.0)
+        self.thinking = False
+        return super().__call__(observation, task)
+
+
+def test_observations_keep_arriving_while_the_policy_thinks_and_the_newest_is_answered_next(policy):
+    node, probe = policy
+    node.policy = slow = Slow(node.policy)
+    try:
+        probe.chunks.clear()
+        first = next(STAMPS)
+        probe.observe(first)
+        assert wait_for(lambda: slow.thinking), "no inference started"
+        for later in (first + 0.1, first + 0.2):
+            probe.observe(later)
+        # the callbacks are not held up by the inference: both observations are in before the first chunk
+        assert wait_for(lambda: node.matcher.buffers["joints"][-1][0] == pytest.approx(first + 0.2), seconds=2.5)
+        assert slow.thinking and not probe.chunks
+        assert wait_for(lambda: len(probe.chunks) == 2, seconds=15.0)
+        # then the newest due observation is answered; the one in between is skipped, not queued
+        assert [messages.seconds_of(c.header.stamp) for c in probe.chunks] == pytest.approx([first, first + 0.2])
+    finally:
+        node.policy = slow.policy
+
+
 def test_a_mismatched_checkpoint_is_refused_at_start(tiny_checkpoint):
     result = subprocess.run([sys.executable, "-m", "act_node.nodes.policy_node", "--ros-args", "-p",
                              f"checkpoint:={tiny_checkpoint}", "-p", "cameras:=[front,top]"],

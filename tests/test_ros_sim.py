@@ -56,6 +56,28 @@ def test_bad_chunks_reach_nothing_in_the_sim_and_a_good_one_after_them_does(sim,
     retire(ros, sender)
 
 
+def test_the_sim_renders_a_camera_only_at_the_ticks_the_policy_answers(sim, ros):
+    from sensor_msgs.msg import Image, JointState
+
+    from act_node.nodes.messages import SENSOR
+
+    listener = Node("camera_listener")
+    images, joints = [], []
+    listener.create_subscription(Image, "/camera/front/image_raw",
+                                 lambda m: images.append(messages.seconds_of(m.header.stamp)), SENSOR)
+    listener.create_subscription(JointState, "/joint_states",
+                                 lambda m: joints.append(messages.seconds_of(m.header.stamp)), SENSOR)
+    ros.add_node(listener)
+    start = sim.sim.start.stamp_s
+    ticks = lambda stamps: {round((s - start) * 30) for s in stamps}  # noqa: E731
+    # no policy: the sim holds a tick every time it gives up waiting; replan_every is 10
+    assert wait_for(lambda: max(ticks(joints), default=0) >= 21, seconds=30.0), "the sim did not tick on"
+    assert {10, 20} <= ticks(images), f"no image at the re-plan ticks: {sorted(ticks(images))}"
+    assert all(t % 10 == 0 for t in ticks(images)), f"images between re-plan ticks: {sorted(ticks(images))}"
+    assert len(ticks(joints)) > 2 * len(ticks(images))  # the joints go out every tick
+    retire(ros, listener)
+
+
 def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     from act_node.nodes.selector_node import SelectorNode
 

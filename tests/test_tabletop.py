@@ -105,7 +105,10 @@ def test_env_is_registered_and_observes_in_lerobot_units():
     assert 0 <= observation["agent_pos"][5] <= 100  # the gripper in 0-100
     assert info["task"].startswith("pick up the ")
     scene = environment.unwrapped.scene
-    assert np.allclose(observation["environment_state"], scene.target.xy)
+    assert np.allclose(observation["environment_state"][:2], scene.target.xy)
+    request = np.zeros(8, dtype=np.float32)
+    request[list(KINDS).index(scene.request)] = 1.0
+    assert np.array_equal(observation["environment_state"][2:], request)  # the request, one-hot
     environment.close()
 
 
@@ -167,7 +170,7 @@ def test_selector_target_agrees_with_the_truth():
         observation, info = environment.reset(seed=seed)
         assert info["selector_found"]
         errors.append(info["target_error_m"])
-        assert np.hypot(*(observation["environment_state"] - environment.scene.target.xy)) == \
+        assert np.hypot(*(observation["environment_state"][:2] - environment.scene.target.xy)) == \
             pytest.approx(info["target_error_m"], abs=1e-6)
     environment.close()
     assert max(errors) < 0.01

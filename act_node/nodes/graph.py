@@ -38,7 +38,7 @@ NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
                   "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video",
-                  "lockstep_timeout_s")
+                  "lockstep_timeout_s", "camera_every")
 STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
 START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
 
@@ -104,7 +104,7 @@ def _nodes(config: GraphConfig) -> list[NodeSpec]:
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
-            "infer": "latest" if config.clock == "realtime" else "every_n"})
+            "threads": config.threads, "infer": "latest" if config.clock == "realtime" else "every_n"})
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})
@@ -136,7 +136,8 @@ def describe_so101(config: GraphConfig, robot: dict[str, str]) -> list[NodeSpec]
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
-            "replan_every": replan, "infer": "latest", "run_on_start": True, "task": robot["task"]},
+            "threads": config.threads, "replan_every": replan, "infer": "latest", "run_on_start": True,
+            "task": robot["task"]},
             remappings=target)
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},

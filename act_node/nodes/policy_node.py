@@ -6,6 +6,10 @@ waits for exactly those); in `latest` mode it answers the newest complete observ
 free (realtime). Chunks go out in radians, `time_from_start` = k / fps, stamped with the observation's
 stamp. Bad messages are logged and dropped; nothing is inferred from them.
 
+Inference runs on the node's own thread, never in a subscription callback: the callbacks only store
+(images and joints keep arriving while the policy thinks) and wake it; it then answers the newest
+observation that is due, so in realtime the observations that came in meanwhile are skipped, not queued.
+
 Runs start on the sim's /episode/start or, on an arm, without the sim: a non-empty std_msgs/String on
 /act/run starts a run with that task text from now (an empty one ends it), and `run_on_start` starts one
 with the `task` parameter as the node comes up.
@@ -14,6 +18,7 @@ with the `task` parameter as the node comes up.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -42,7 +47,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher
+from act_node.observation import ObservationMatcher, environment_state, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 
@@ -52,6 +57,11 @@ class PolicyNode(Node):
         get = self.get_parameter
         declare(self, "checkpoint", "", "LeRobot pretrained_model folder")
         declare(self, "device", "cpu", "torch device: cpu, cuda, cuda:1, mps")
+        threads = int(declare(self, "threads", 0, "torch threads (0: torch's default, a thread a core)", low=0))
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
         # each camera's images arrive on camera/<name>/image_raw: remap that name for another driver's topic
         self.cameras = list(declare(self, "cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was "
                                     "trained on, each read from camera/<name>/image_raw"))
@@ -64,7 +74,8 @@ class PolicyNode(Node):
                                   "ticks apart (lockstep); latest: the newest whenever free (realtime)",
                                   choices=("every_n", "latest"))
         declare(self, "replan_every", 0, "ticks between chunks; 0: the checkpoint's n_action_steps", low=0)
-        declare(self, "use_target", True, "feed target/point as environment_state when the checkpoint takes it")
+        declare(self, "use_target", True, "feed target/point and the task's requested kind as environment_state "
+                "when the checkpoint takes it")
         declare(self, "task", "", "the run's task text when run_on_start")
         declare(self, "run_on_start", False, "an arm without the sim: run from the start (else on act/run or "
                 "episode/start)")
@@ -75,6 +86,10 @@ class PolicyNode(Node):
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.cameras}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
+        self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
+        self._wake = threading.Event()
+        self._stopping = False
+        self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
         self.task = ""
@@ -92,6 +107,8 @@ class PolicyNode(Node):
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
+        self._thread = threading.Thread(target=self._answer_loop, name="act-policy-inference", daemon=True)
+        self._thread.start()
         if get("run_on_start").value:
             self.begin(self.get_clock().now().nanoseconds * 1e-9, str(get("task").value))
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
@@ -112,16 +129,19 @@ class PolicyNode(Node):
         except MessageError as error:
             self.get_logger().error(f"dropped image from camera {camera!r}: {error}", throttle_duration_sec=2.0)
             return
-        self.matcher.add(camera, seconds_of(message.header.stamp), image)
-        self.try_answer()
+        with self._lock:
+            self.matcher.add(camera, seconds_of(message.header.stamp), image)
+        self._wake.set()
 
     def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
-        self.matcher.add("joints", *joints)
-        self.try_answer()
+        with self._lock:
+            self.matcher.add("joints", *joints)
+        self._wake.set()
 
     def on_target(self, target: tuple[float, np.ndarray]) -> None:
-        self.target = target
-        self.try_answer()
+        with self._lock:
+            self.target = target
+        self._wake.set()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
         start_s, info = start
@@ -129,18 +149,40 @@ class PolicyNode(Node):
 
     def on_run(self, message: String) -> None:
         if not message.data:
-            self.episode_start_s = None
+            with self._lock:
+                self.episode_start_s = None
             self.get_logger().info("run ended: answering nothing until the next one")
             return
         self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data)
 
     def begin(self, start_s: float, task: str) -> None:
         """A run (an episode) from `start_s`: the policy's queue and the matcher start empty."""
-        self.episode_start_s, self.task = start_s, task
-        self.policy.reset()
-        self.matcher.clear()
-        self.answered_s = self.episode_start_s - 1.0 / self.fps
-        self.get_logger().info(f"episode from t={self.episode_start_s:.3f} s: {self.task or '(no task text)'}")
+        with self._lock:
+            self.episode_start_s, self.task = start_s, task
+            self.matcher.clear()
+            self.answered_s = self.episode_start_s - 1.0 / self.fps
+            self._reset_policy = True  # on the inference thread, before its next answer
+        self._wake.set()
+        self.get_logger().info(f"episode from t={start_s:.3f} s: {task or '(no task text)'}")
+
+    def destroy_node(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=10.0)
+        super().destroy_node()
+
+    def _answer_loop(self) -> None:
+        """The inference thread: wait for news, answer what is due, repeat until the node goes."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                while not self._stopping and self.try_answer():  # until nothing due is left unanswered
+                    pass
+            except Exception as error:  # a bug must not end the thread silently: say it, keep answering
+                self.get_logger().error(f"inference failed: {error!r}", throttle_duration_sec=2.0)
 
     # --- answering -------------------------------------------------------------------------------------
     def _tick(self, stamp: float) -> int:
@@ -149,24 +191,38 @@ class PolicyNode(Node):
     def _due(self, stamp: float) -> bool:
         return self.infer_mode == "latest" or self._tick(stamp) % self.replan_every == 0
 
-    def try_answer(self) -> None:
-        if self.episode_start_s is None:
-            return
-        found = self.matcher.newest(after_s=self.answered_s, accept=self._due)
-        if found is None:
-            return
-        stamp, parts = found
-        tick = self._tick(stamp)
-        if self.wants_target and (self.target is None or self.target[0] < self.episode_start_s - 1e-6):
-            self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
-            return
+    def try_answer(self) -> bool:
+        """Answer the newest due observation, if there is one (on the inference thread); whether it did."""
+        with self._lock:
+            if self.episode_start_s is None:
+                return False
+            found = self.matcher.newest(after_s=self.answered_s, accept=self._due)
+            if found is None:
+                return False
+            stamp, parts = found
+            tick, task, target, run = self._tick(stamp), self.task, self.target, self.episode_start_s
+            if self.wants_target and (target is None or target[0] < self.episode_start_s - 1e-6):
+                self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
+                return False
+            reset, self._reset_policy = self._reset_policy, False
+            self.answered_s = stamp
+        if reset:
+            self.policy.reset()
         observation = {"agent_pos": so101.to_lerobot(parts["joints"]).astype(np.float32),
                        "pixels": {c: parts[c] for c in self.cameras}}
         if self.wants_target:
-            observation["environment_state"] = self.target[1].astype(np.float32)
+            try:  # the target where the selector found it, and the request (the task's kind), one-hot
+                observation["environment_state"] = environment_state(target[1], requested_kind(task))
+            except ValueError as error:
+                self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
+                                        f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
+                return False
         started = time.perf_counter()
-        chunk, _ = self.policy(observation, self.task)
-        self.answered_s = stamp
+        chunk, _ = self.policy(observation, task)
+        with self._lock:
+            if self.episode_start_s != run:  # the run ended or another began while it thought: not for now
+                self.get_logger().info(f"dropped the chunk for t={stamp:.3f} s: its run is over")
+                return False
         chunk_rad = so101.from_lerobot(chunk)
         self.chunk_pub.publish(chunk_message(chunk_rad, stamp, self.fps, self.joint_names))
         latency = time.perf_counter() - started
@@ -174,6 +230,7 @@ class PolicyNode(Node):
         self.path.publish(chunk_rad, stamp)
         self.get_logger().info(f"chunk for t={stamp:.3f} s (tick {tick}): {latency * 1000:.0f} ms",
                                throttle_duration_sec=5.0)
+        return True
 
 
 def _checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:

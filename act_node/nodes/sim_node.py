@@ -90,6 +90,7 @@ class SimNode(Node):
         self.filming = self.video_dir is not None and self.config.record_video
         self.videos = VideoWriter(self.config.fps, self._video_written) if self.filming else None
         self.frames: list = []
+        self.rendered_ticks = 0  # ticks with at least one camera rendered (tests and benches read it)
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
         self.image_pubs = {c.name: self.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR)
@@ -269,11 +270,26 @@ class SimNode(Node):
         if tick.done:
             self.end_episode(tick.result)
 
+    def cameras_due(self) -> list[str]:
+        """The cameras to render this tick: all while filming; else, at the ticks someone consumes (see
+        camera_every), those with a subscriber. Skipping the rest changes no result: the physics does not
+        depend on rendering, and the policy is sent every image it answers."""
+        if self.filming:
+            return [c.name for c in self.cameras]
+        every = self.config.camera_every or (self.sim.replan_every if self.config.clock == "lockstep" else 1) or 1
+        if (self.sim.tick - self.sim.start_tick) % every:
+            return []
+        return [c.name for c in self.cameras if self.image_pubs[c.name].get_subscription_count() > 0]
+
     def publish_observation(self, record: bool = True) -> None:
         stamp = self.sim.now_s
         self.clock_pub.publish(Clock(clock=to_time(stamp)))
-        images = self.sim.images()
+        due = self.cameras_due()
+        images = self.sim.images(due) if due else {}
+        self.rendered_ticks += bool(due)
         for camera in self.cameras:
+            if camera.name not in images:
+                continue
             frame = f"{camera.name}_optical"
             self.image_pubs[camera.name].publish(image_message(images[camera.name], stamp, frame))
             self.info_pubs[camera.name].publish(camera_info(camera.intrinsics(), camera.height, camera.width,

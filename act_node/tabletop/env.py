@@ -4,7 +4,8 @@ A gymnasium env over act_node.tabletop.table.TableTop (SI units), in LeRobot's c
 Observation:
   pixels             {camera: (H, W, 3) uint8}
   agent_pos          (6,) float32 joint positions, degrees and gripper 0-100 (LeRobot SO-101 units)
-  environment_state  (2,) float32 the target (x, y) in metres, table frame, from the Selector (or the truth)
+  environment_state  (10,) float32 the target (x, y) in metres, table frame, from the Selector (or the truth),
+                     then the requested kind one-hot over the eight kinds (act_node.observation)
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
 """
@@ -19,6 +20,7 @@ from gymnasium import spaces
 
 from act_node import so101
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TARGET_SOURCES
+from act_node.observation import environment_state, environment_state_names
 from act_node.selector import Selector
 from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.scene import Scene
@@ -54,7 +56,8 @@ class PickObjectEnv(gym.Env):
             # measured joints can pass a limit by a hair (soft joint limits): the box allows a margin
             "agent_pos": spaces.Box((so101.LOWER_LEROBOT - OBSERVED_MARGIN).astype(np.float32),
                                     (so101.UPPER_LEROBOT + OBSERVED_MARGIN).astype(np.float32), dtype=np.float32),
-            "environment_state": spaces.Box(0.0, TABLE_SIZE_M, (2,), np.float32),
+            "environment_state": spaces.Box(0.0, max(TABLE_SIZE_M, 1.0), (len(environment_state_names()),),
+                                            np.float32),
         })
         self.action_space = spaces.Box(so101.LOWER_LEROBOT.astype(np.float32), so101.UPPER_LEROBOT.astype(np.float32),
                                        dtype=np.float32)
@@ -98,7 +101,10 @@ class PickObjectEnv(gym.Env):
         self.steps += 1
         self._last_pixels = {}  # what render() would show is from an older tick now
         truncated = self.steps >= self.max_steps and not outcome.success
-        return outcome.reward, outcome.success, truncated, self._info(outcome.success, outcome.clamped)
+        info = self._info(outcome.success, outcome.clamped)
+        if outcome.success or truncated:  # at the episode's end: which objects are up (a distractor, say)
+            info["lifted"] = self.table.task.lifted()
+        return outcome.reward, outcome.success, truncated, info
 
     def observe(self) -> dict:
         """The observation now (renders every camera)."""
@@ -133,7 +139,7 @@ class PickObjectEnv(gym.Env):
         return {
             "pixels": dict(self._last_pixels),
             "agent_pos": so101.to_lerobot(self.table.robot.joint_positions()).astype(np.float32),
-            "environment_state": self.target.xy.astype(np.float32),
+            "environment_state": environment_state(self.target.xy, self.scene.request),
         }
 
     def _info(self, success: bool, clipped: int) -> dict:

@@ -240,8 +240,8 @@ class ScriptedExpert:
         """Plan from the observation (joints, target) and, privileged, the objects as they stand."""
         objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
                    for o in self.env.table.task.object_states()]
-        self.plan = plan_for_scene(observation["agent_pos"], observation["environment_state"], self.env.scene.request,
-                                   objects, self.fps)
+        target_xy = observation["environment_state"][:2]  # then the request, one-hot: the scene's own here
+        self.plan = plan_for_scene(observation["agent_pos"], target_xy, self.env.scene.request, objects, self.fps)
         self.step = 0
 
     def act(self, observation: dict) -> np.ndarray:

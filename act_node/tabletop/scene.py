@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from act_node.observation import TASK_PREFIX, requested_kind  # noqa: F401  (the task text's one home)
 from act_node.tabletop import objects as object_kinds
 from act_node.tabletop.expert import can_grasp
 from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW, PlacedObject
 
-TASK_PREFIX = "pick up the "
 REACH_M = (0.12, 0.26)
 BEARING_RAD = math.radians(75)
 GAP_M = 0.03
@@ -39,11 +39,6 @@ class Scene:
     @property
     def task(self) -> str:
         return TASK_PREFIX + self.request
-
-
-def requested_kind(task: str) -> str:
-    """The kind a task text asks for ("pick up the cup" -> "cup"); "" when it is no pick task."""
-    return task.removeprefix(TASK_PREFIX) if task.startswith(TASK_PREFIX) else ""
 
 
 def in_reach(xy: np.ndarray) -> bool:

@@ -102,6 +102,16 @@ class PickTask:
     def is_success(self) -> bool:
         return self.lift_m() >= LIFT_SUCCESS_M and self.held()
 
+    def lifted(self) -> list[str]:
+        """The kinds of every object now lifted as success counts it (>= 5 cm above where it settled, held by
+        both jaws), the requested or not: a policy that picks a distractor shows here."""
+        kinds = []
+        for placed in self.scene.objects:
+            lift = self.world.body_pose(placed.body)[0][2] - self.start_heights[placed.kind.name]
+            if lift >= LIFT_SUCCESS_M and all(self.robot.touches(placed.body, jaw) for jaw in JAW_LINKS):
+                kinds.append(placed.kind.name)
+        return kinds
+
     def reward(self, success: bool) -> float:
         if success:
             return 1.0

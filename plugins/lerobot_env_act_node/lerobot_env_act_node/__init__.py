@@ -12,6 +12,7 @@ from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, GraphConfig
+from act_node.observation import environment_state_names
 from act_node.tabletop import ENV_ID
 
 
@@ -36,7 +37,7 @@ class ActNodePickEnv(EnvConfig):
         self.features = {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(len(so101.JOINT_NAMES),)),
             "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(so101.JOINT_NAMES),)),
-            "environment_state": PolicyFeature(type=FeatureType.ENV, shape=(2,)),
+            "environment_state": PolicyFeature(type=FeatureType.ENV, shape=(len(environment_state_names()),)),
         }
         self.features_map = {ACTION: ACTION, "agent_pos": OBS_STATE, "environment_state": OBS_ENV_STATE}
         for camera in self.camera_names:

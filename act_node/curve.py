@@ -1,0 +1,88 @@
+"""`act-sim curve`: a learning curve. Every checkpoint a lerobot-train run saved (output_dir/checkpoints/NNNNNN)
+is evaluated on the same unseen seeds; the success rate with its 95% (Wilson) interval goes to curve.json
+and curve.png, one line per run, so a recipe and its ablation (say, without the target) share a plot.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from act_node.config import GraphConfig
+from act_node.evaluate import evaluate
+
+
+def checkpoints(run: Path) -> list[tuple[int, Path]]:
+    """(step, pretrained_model folder) of every numbered checkpoint of a run, by step."""
+    found = []
+    for folder in sorted((Path(run) / "checkpoints").glob("[0-9]*")):
+        model = folder / "pretrained_model"
+        if folder.name.isdigit() and (model / "config.json").is_file():
+            found.append((int(folder.name), model))
+    if not found:
+        raise FileNotFoundError(f"no checkpoints in {Path(run) / 'checkpoints'} (expected NNNNNN/pretrained_model)")
+    return found
+
+
+def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 1,
+          every: int = 1, steps: list[int] | None = None) -> dict[str, list[dict]]:
+    """Evaluate every `every`-th checkpoint of each run (and always the last), or only those at `steps`;
+    reuse points already in out/curve.json for the same seeds and settings, so that an interrupted curve
+    resumes and a later call adds points."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "curve.json"
+    settings = {"objects": config.objects, "first_seed": config.first_seed, "episodes": config.episodes,
+                "replan_every": config.replan_every, "target_source": config.target_source}
+    done = json.loads(path.read_text()) if path.is_file() else {}
+    if done.get("settings") != settings:
+        done = {"settings": settings, "runs": {}}
+    for label, run in runs.items():
+        points = {p["step"]: p for p in done["runs"].get(label, [])}
+        found = checkpoints(run)
+        if steps:
+            missing = sorted(set(steps) - {step for step, _ in found})
+            if missing:
+                raise FileNotFoundError(f"{label}: no checkpoint at steps {missing} in {Path(run) / 'checkpoints'}")
+            chosen = [c for c in found if c[0] in steps]
+        else:
+            chosen = [c for i, c in enumerate(found) if i % every == every - 1 or i == len(found) - 1]
+        for step, model in chosen:
+            if step in points and points[step].get("checkpoint") == str(model):
+                continue
+            print(f"{label}: step {step}", flush=True)
+            report = evaluate(config.replace(policy="act", checkpoint=str(model)), out=out / label / f"{step:06d}",
+                              videos=0, workers=workers)
+            points[step] = {"step": step, "checkpoint": str(model),
+                            **{k: report[k] for k in ("episodes", "success_rate", "success_ci95", "picked_other",
+                                                      "mean_sum_reward", "mean_episode_length")}}
+            done["runs"][label] = [points[s] for s in sorted(points)]
+            path.write_text(json.dumps(done, indent=1) + "\n")  # after every point: an interrupt loses one
+    plot(done, out / "curve.png")
+    return done["runs"]
+
+
+def plot(done: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for label, points in done["runs"].items():
+        steps = [p["step"] for p in points]
+        rates = [100 * p["success_rate"] for p in points]
+        low = [100 * (p["success_rate"] - p["success_ci95"][0]) for p in points]
+        high = [100 * (p["success_ci95"][1] - p["success_rate"]) for p in points]
+        axis.errorbar(steps, rates, yerr=[low, high], marker="o", capsize=4, label=label)
+    settings = done["settings"]
+    axis.set_xlabel("training steps (batch 8)")
+    axis.set_ylabel("success, % (95% Wilson interval)")
+    axis.set_ylim(0, 100)
+    axis.set_title(f"picks the requested object: {settings['episodes']} unseen seeds from {settings['first_seed']}, "
+                   f"{settings['objects']} objects", fontsize=9)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(png)
+    plt.close(figure)
