@@ -250,6 +250,8 @@ def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
     sizes = set(cameras.values())
+    if not sizes:  # a checkpoint without cameras: the env renders its default ones, for the videos only
+        cameras, sizes = dict.fromkeys(DEFAULT_CAMERAS), {TRAIN_IMAGE_SIZE}
     if len(sizes) != 1:
         raise SystemExit(f"act-sim: the checkpoint's cameras {cameras} differ in size; give --height and --width")
     height, width = sizes.pop()
@@ -262,7 +264,7 @@ def cmd_curve(args: argparse.Namespace) -> None:
     from act_node.curve import checkpoints, curve
 
     runs = {}
-    for item in args.run:
+    for item in args.runs:
         label, sep, path = item.partition("=")
         runs[label if sep else Path(item).name] = Path(path if sep else item)
     try:
@@ -412,7 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
                                  "same unseen seeds, success with its 95%% interval (curve.json, curve.png)")
     add_env_arguments(curves, None, None, cameras=None)
-    curves.add_argument("run", nargs="+", help="a lerobot-train output_dir, or label=output_dir")
+    curves.add_argument("runs", nargs="+", metavar="RUN", help="a lerobot-train output_dir, or label=output_dir")
     curves.add_argument("--episodes", type=int, default=50)
     curves.add_argument("--first-seed", type=int, default=1000)
     curves.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from act_node.config import GraphConfig
-from act_node.evaluate import evaluate
+from act_node.evaluate import evaluate, wilson_interval
 
 
 def checkpoints(run: Path) -> list[tuple[int, Path]]:
@@ -54,8 +54,8 @@ def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 
             report = evaluate(config.replace(policy="act", checkpoint=str(model)), out=out / label / f"{step:06d}",
                               videos=0, workers=workers)
             points[step] = {"step": step, "checkpoint": str(model),
-                            **{k: report[k] for k in ("episodes", "success_rate", "success_ci95", "picked_other",
-                                                      "mean_sum_reward", "mean_episode_length")}}
+                            **{k: report[k] for k in ("episodes", "success_rate", "success_ci95", "grasp_rate",
+                                                      "picked_other", "mean_sum_reward", "mean_episode_length")}}
             done["runs"][label] = [points[s] for s in sorted(points)]
             path.write_text(json.dumps(done, indent=1) + "\n")  # after every point: an interrupt loses one
     plot(done, out / "curve.png")
@@ -74,10 +74,17 @@ def plot(done: dict, png: Path) -> None:
         rates = [100 * p["success_rate"] for p in points]
         low = [100 * (p["success_rate"] - p["success_ci95"][0]) for p in points]
         high = [100 * (p["success_ci95"][1] - p["success_rate"]) for p in points]
-        axis.errorbar(steps, rates, yerr=[low, high], marker="o", capsize=4, label=label)
+        line = axis.errorbar(steps, rates, yerr=[low, high], marker="o", capsize=4, label=f"{label}: success")
+        if all("grasp_rate" in p for p in points):
+            grasp = [100 * p["grasp_rate"] for p in points]
+            intervals = [wilson_interval(round(p["grasp_rate"] * p["episodes"]), p["episodes"]) for p in points]
+            low = [g - 100 * i[0] for g, i in zip(grasp, intervals)]
+            high = [100 * i[1] - g for g, i in zip(grasp, intervals)]
+            axis.errorbar(steps, grasp, yerr=[low, high], linestyle="--", marker="x", capsize=3,
+                          color=line[0].get_color(), alpha=0.7, label=f"{label}: held the requested object")
     settings = done["settings"]
     axis.set_xlabel("training steps (batch 8)")
-    axis.set_ylabel("success, % (95% Wilson interval)")
+    axis.set_ylabel("% of episodes (95% Wilson interval)")
     axis.set_ylim(0, 100)
     axis.set_title(f"picks the requested object: {settings['episodes']} unseen seeds from {settings['first_seed']}, "
                    f"{settings['objects']} objects", fontsize=9)

@@ -24,6 +24,8 @@ from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import caption, step_caption, write_video
 
+GRASPED_REWARD = 0.3  # not held, a tick's reward is 0.3 x reach <= 0.3: past it, both jaws hold the object
+
 
 def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
     """95% confidence interval of a success rate (Wilson score: sound at 0% and 100% and for few episodes)."""
@@ -40,7 +42,17 @@ def make_env(config: GraphConfig) -> PickObjectEnv:
 
 
 def load_policy(config: GraphConfig) -> ChunkPolicy:
-    spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras})
+    """The checkpoint, checked against what it will be fed: the config's cameras, or none to a checkpoint that
+    takes no images (a state-only lever; the env still renders for the videos)."""
+    from act_node.config import checkpoint_cameras
+
+    fed = {name: config.image_size for name in config.cameras}
+    try:
+        if not checkpoint_cameras(config.checkpoint):
+            fed = {}
+    except ValueError:
+        pass  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
+    spec = FeatureSpec(cameras=fed)
     return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
 
 
@@ -52,7 +64,7 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
     policy.reset()
     observation, info = env.reset(seed=seed)
     queue: deque[np.ndarray] = deque()
-    total, inference_s, calls = 0.0, 0.0, 0
+    total, best, inference_s, calls = 0.0, 0.0, 0.0, 0
     terminated = truncated = False
     if frames is not None:
         frames.append(caption(env.render(), step_caption(seed, env.task)))
@@ -62,15 +74,15 @@ def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_ste
             queue.extend(chunk[:n_action_steps])
             inference_s, calls = inference_s + seconds, calls + 1
         reward, terminated, truncated, info = env.act(queue.popleft())
-        total += reward
+        total, best = total + reward, max(best, reward)
         if not queue or frames is not None or render_every_tick:
             observation = env.observe()
         if frames is not None:
             frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
     return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],
-            "sum_reward": total, "clamped_joints": info["clipped_total"], "target_error_m": info["target_error_m"],
-            "selector_found": info["selector_found"], "lifted": info.get("lifted", []), "policy_calls": calls,
-            "mean_inference_s": inference_s / max(calls, 1)}
+            "sum_reward": total, "max_reward": best, "clamped_joints": info["clipped_total"],
+            "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
+            "lifted": info.get("lifted", []), "policy_calls": calls, "mean_inference_s": inference_s / max(calls, 1)}
 
 
 _WORKER: tuple[PickObjectEnv, ChunkPolicy, int] | None = None  # a worker process's env, policy and n_action_steps
@@ -144,10 +156,14 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
 def summarize(episodes: list[dict]) -> dict:
     """Episode count, success rate with its 95% interval, mean summed reward and mean length."""
     successes = sum(e["success"] for e in episodes)
+    grasps = sum(e.get("max_reward", 0.0) > GRASPED_REWARD for e in episodes)
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),
             "success_ci95": list(wilson_interval(successes, len(episodes))),
             "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
             "mean_episode_length": float(np.mean([e["steps"] for e in episodes])),
+            # both jaws held the requested object at some tick (the dense reward's 0.2 for holding puts the
+            # tick's reward past GRASPED_REWARD): progress that success, which also needs the lift, hides
+            "grasp_rate": grasps / len(episodes), "grasp_ci95": list(wilson_interval(grasps, len(episodes))),
             # how often the executor or the env had to pull a command into range (or under the velocity bound)
             "episodes_clamped": sum(e.get("clamped_joints", 0) > 0 for e in episodes),
             # the Selector judged the requested kind absent although it stood there (the truth stood in)

@@ -63,6 +63,7 @@ def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkp
         assert [parallel[k] for k in keys] == [serial[k] for k in keys]
         assert parallel["sum_reward"] == serial["sum_reward"]  # one torch thread either way: the same arithmetic
     assert all(e["lifted"] == [] for e in report["per_episode"]) and report["picked_other"] == 0
+    assert all(0.0 <= e["max_reward"] <= 0.3 for e in report["per_episode"]) and report["grasp_rate"] == 0.0
 
 
 def test_wilson_interval_matches_known_values():
