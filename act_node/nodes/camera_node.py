@@ -9,7 +9,6 @@ a different size is refused at start with both sizes named, or resized when `res
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -17,23 +16,17 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
+from act_node.config import checkpoint_cameras
 from act_node.nodes.messages import SENSOR, camera_info, image_message
 from act_node.nodes.runner import run
 
 
 def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
     """(H, W) the checkpoint's config.json gives `observation.images.<camera>`; ValueError naming what lacks."""
-    config = checkpoint / "config.json"
-    try:
-        features = json.loads(config.read_text())["input_features"]
-    except (OSError, KeyError, ValueError) as error:
-        raise ValueError(f"cannot read input_features from {config}: {error}") from None
-    key = f"observation.images.{camera}"
-    if key not in features:
-        cameras = sorted(k.removeprefix("observation.images.") for k in features if k.startswith("observation.images."))
-        raise ValueError(f"checkpoint {checkpoint} has no camera {camera!r} (it has {cameras})")
-    shape = features[key]["shape"]  # (3, H, W)
-    return int(shape[1]), int(shape[2])
+    cameras = checkpoint_cameras(checkpoint)  # ValueError naming the file when it cannot be read
+    if camera not in cameras:
+        raise ValueError(f"checkpoint {checkpoint} has no camera {camera!r} (it has {sorted(cameras)})")
+    return cameras[camera]
 
 
 class CameraNode(Node):

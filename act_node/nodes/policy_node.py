@@ -17,10 +17,8 @@ with the `task` parameter as the node comes up.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
@@ -30,7 +28,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.config import DEFAULT_CAMERAS, FPS, checkpoint_cameras
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
@@ -118,7 +116,11 @@ class PolicyNode(Node):
     def _load(self, checkpoint: str, device: str) -> ChunkPolicy:
         if not checkpoint:
             raise ValueError("parameter 'checkpoint' is empty: give a pretrained_model folder")
-        spec = FeatureSpec(cameras={c: _checkpoint_image_size(Path(checkpoint), c) for c in self.cameras},
+        try:  # the sizes it was trained on, so that the check is about the camera set and the state; image
+            trained = checkpoint_cameras(checkpoint)  # sizes are then checked per message
+        except ValueError:
+            trained = {}  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
+        spec = FeatureSpec(cameras={c: trained.get(c, (0, 0)) for c in self.cameras},
                            state_dim=len(self.joint_names))
         return ChunkPolicy.load(checkpoint, device=device, expect=spec)
 
@@ -231,17 +233,6 @@ class PolicyNode(Node):
         self.get_logger().info(f"chunk for t={stamp:.3f} s (tick {tick}): {latency * 1000:.0f} ms",
                                throttle_duration_sec=5.0)
         return True
-
-
-def _checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
-    """The (H, W) the checkpoint was trained on for `camera` (from config.json, no torch), so that the
-    feature check is about the camera set and state; image sizes are then checked per message."""
-    try:
-        features = json.loads((checkpoint / "config.json").read_text())["input_features"]
-        shape = features[f"{OBS_IMAGES}.{camera}"]["shape"]
-        return int(shape[1]), int(shape[2])
-    except (OSError, KeyError, ValueError):
-        return (0, 0)
 
 
 def main(args: list[str] | None = None) -> None:

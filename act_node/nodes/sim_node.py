@@ -90,7 +90,6 @@ class SimNode(Node):
         self.filming = self.video_dir is not None and self.config.record_video
         self.videos = VideoWriter(self.config.fps, self._video_written) if self.filming else None
         self.frames: list = []
-        self.rendered_ticks = 0  # ticks with at least one camera rendered (tests and benches read it)
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
         self.image_pubs = {c.name: self.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR)
@@ -286,7 +285,6 @@ class SimNode(Node):
         self.clock_pub.publish(Clock(clock=to_time(stamp)))
         due = self.cameras_due()
         images = self.sim.images(due) if due else {}
-        self.rendered_ticks += bool(due)
         for camera in self.cameras:
             if camera.name not in images:
                 continue
