@@ -137,13 +137,14 @@ def cmd_record(args: argparse.Namespace) -> None:
     import errno
     import signal
 
-    from act_node.record import ResumeRefused, record
+    from act_node.record import record
 
     env = make_env(args)
     try:
         summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
-                         keep_failures=args.keep_failures, resume=args.resume)
-    except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
+                         keep_failures=args.keep_failures, resume=args.resume,
+                         after_success=round(args.after_success_s * env.fps))
+    except (FileExistsError, FileNotFoundError, ValueError) as error:  # ResumeRefused is a ValueError
         raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
         if error.errno != errno.ENOSPC:
@@ -371,6 +372,9 @@ def main(argv: list[str] | None = None) -> None:
     record.add_argument("--repo-id", default="local/act_node_pick")
     record.add_argument("--root", default="outputs/datasets/act_node_pick")
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    record.add_argument("--after-success-s", type=float, default=0.0,
+                        help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
+                             "hold); the episode is kept only if the object is still up and held at their end")
     record.add_argument("--resume", action="store_true",
                         help="append --episodes more to the dataset at --root (same cameras, size, fps, objects)")
     record.set_defaults(run=cmd_record)

@@ -154,10 +154,11 @@ class GraphConfig:
 
 
 def shipped_checkpoint() -> str:
-    """The ACT checkpoint this package ships (models/act_pick/pretrained_model): policy:=act's default."""
+    """The ACT checkpoint this package ships: models/act_pick is a LeRobot pretrained_model folder (config,
+    weights, both processors) with its model card, README.md. policy:=act's default."""
     from act_node.paths import models_dir
 
-    return str(models_dir() / SHIPPED_MODEL / "pretrained_model")
+    return str(models_dir() / SHIPPED_MODEL)
 
 
 def checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]]:

@@ -8,6 +8,11 @@ Features (LeRobot's SO-101 names and units):
 and the task text ("pick up the cup") per frame. Only successful episodes are kept by default: a failed
 demonstration teaches the failure; a seed whose scene the expert cannot plan counts as a failure.
 
+An evaluation ends at the success (the object 5 cm up, held), so by default the recording does too. With
+`after_success=N` the expert's plan goes on for N more frames (the rest of the 8 cm lift, then the hold)
+and the episode is kept only if the object is still up and held at its last frame: without them the lift
+is the last few frames of every demonstration, and an ACT chunk taken there is mostly padding.
+
 Nothing recorded is lost. LeRobot's writer keeps two parquet files open while it records (the frames in
 data/, the episode index in meta/episodes/) and writes their footers only in `finalize()`; a process that
 dies before that leaves files LeRobot cannot read ("Parquet magic bytes not found in footer"), and with
@@ -84,6 +89,7 @@ class SeedRecord:
     episode_seeds: list[int | None]  # None: an episode whose seed is unknown (recorded some other way)
     next_seed: int  # the first seed no run has tried yet
     objects: int
+    after_success: int = 0  # frames recorded past the success
 
     @classmethod
     def read(cls, root: Path) -> SeedRecord | None:
@@ -91,7 +97,8 @@ class SeedRecord:
         if not path.is_file():
             return None
         content = json.loads(path.read_text())
-        return cls(list(content["episode_seeds"]), int(content["next_seed"]), int(content["objects"]))
+        return cls(list(content["episode_seeds"]), int(content["next_seed"]), int(content["objects"]),
+                   int(content.get("after_success", 0)))
 
     def write(self, root: Path) -> None:
         """Atomically: a reader sees the old file or the new one, never half of one."""
@@ -99,7 +106,8 @@ class SeedRecord:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".json.partial")
         partial.write_text(json.dumps({"episode_seeds": self.episode_seeds, "next_seed": self.next_seed,
-                                       "objects": self.objects}, indent=1) + "\n")
+                                       "objects": self.objects, "after_success": self.after_success},
+                                      indent=1) + "\n")
         os.replace(partial, path)
 
 
@@ -139,16 +147,20 @@ class StopRequests:
 
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
-           on_saved: Callable[[int], None] | None = None) -> RecordSummary:
+           on_saved: Callable[[int], None] | None = None, after_success: int = 0) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
     Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
-    this run saves (bench/bench_record.py measures memory there)."""
+    this run saves (bench/bench_record.py measures memory there). `after_success`: frames of the expert's
+    plan recorded past the success (the module's docstring says why)."""
     root = Path(root)
+    if after_success < 0:
+        raise ValueError(f"after_success must be >= 0 frames, got {after_success}")
     if resume:
-        dataset, seeds = _resume_dataset(env, repo_id, root, first_seed)
+        dataset, seeds = _resume_dataset(env, repo_id, root, first_seed, after_success)
     else:
-        dataset, seeds = _create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed)
+        dataset, seeds = _create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed,
+                                         after_success)
     expert = ScriptedExpert(env)
     started = time.perf_counter()
     start_episodes, start_frames = dataset.meta.total_episodes, dataset.meta.total_frames
@@ -160,7 +172,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     with StopRequests() as stop:
         try:
             while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
-                outcome = _run_episode(env, expert, dataset, seed, stop)
+                outcome = _run_episode(env, expert, dataset, seed, stop, after_success)
                 if outcome == "stopped":
                     dropped = dataset.writer.episode_buffer["size"]
                     dataset.clear_episode_buffer()
@@ -204,9 +216,11 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     return summary
 
 
-def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests) -> str:
+def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests,
+                 after_success: int = 0) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
-    buffered) or "stopped" (a stop was requested before the episode ended)."""
+    buffered) or "stopped" (a stop was requested before the episode ended). With `after_success`, a success
+    goes on for that many frames and counts only if the object is still up and held after them."""
     observation, info = env.reset(seed=seed)
     try:
         expert.reset(observation)
@@ -218,19 +232,34 @@ def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int,
         if stop.signal_name:
             return "stopped"
         action = expert.act(observation)
-        dataset.add_frame({
-            OBS_STATE: observation["agent_pos"],
-            OBS_ENV_STATE: observation["environment_state"],
-            **{f"{OBS_IMAGES}.{name}": image for name, image in observation["pixels"].items()},
-            ACTION: np.asarray(action, dtype=np.float32),
-            "task": env.task,
-        })
+        _add_frame(dataset, observation, action, env.task)
         observation, _, terminated, truncated, info = env.step(action)
         done = terminated or truncated
-    return "success" if info["is_success"] else "failure"
+    if not info["is_success"]:
+        return "failure"
+    for _ in range(after_success):
+        if stop.signal_name:
+            return "stopped"
+        action = expert.act(observation)
+        _add_frame(dataset, observation, action, env.task)
+        observation, _, _, _, info = env.step(action)
+    if after_success and not env.table.task.is_success():
+        tqdm.write(f"seed {seed}: dropped, the object was not up and held {after_success} frames after the success")
+        return "failure"
+    return "success"
 
 
-def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int):
+def _add_frame(dataset, observation: dict, action: np.ndarray, task: str) -> None:
+    dataset.add_frame({
+        OBS_STATE: observation["agent_pos"],
+        OBS_ENV_STATE: observation["environment_state"],
+        **{f"{OBS_IMAGES}.{name}": image for name, image in observation["pixels"].items()},
+        ACTION: np.asarray(action, dtype=np.float32),
+        "task": task,
+    })
+
+
+def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int, after_success: int):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     if root.exists() and any(root.iterdir()):
@@ -238,12 +267,12 @@ def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
                               f"or add --resume to append to it")
     dataset = LeRobotDataset.create(repo_id=repo_id, fps=env.fps, features=dataset_features(env), root=root,
                                     robot_type=ROBOT_TYPE, use_videos=True)
-    seeds = SeedRecord([], first_seed, env.object_count)
+    seeds = SeedRecord([], first_seed, env.object_count, after_success)
     seeds.write(root)
     return dataset, seeds
 
 
-def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int | None):
+def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int | None, after_success: int):
     """LeRobot's own resume, after checking the dataset was recorded like this run would record it."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -258,6 +287,8 @@ def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
     seeds = SeedRecord.read(root)
     if seeds is not None and seeds.objects != env.object_count:
         mismatch.append(f"objects: recorded {seeds.objects}, this run {env.object_count}")
+    if seeds is not None and seeds.after_success != after_success:
+        mismatch.append(f"frames after the success: recorded {seeds.after_success}, this run {after_success}")
     if mismatch:
         dataset.finalize()
         raise ResumeRefused(f"cannot resume {root} with different settings: {'; '.join(mismatch)}")
@@ -269,7 +300,7 @@ def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
             raise ResumeRefused(f"cannot tell which seeds {root} was recorded with: it holds {total} episodes and "
                                 f"{root / SEEDS_FILE} lists {listed}; pass --first-seed to say where to go on")
         known = (seeds.episode_seeds if seeds is not None else [])[:total]
-        seeds = SeedRecord(known + [None] * (total - len(known)), first_seed or 0, env.object_count)
+        seeds = SeedRecord(known + [None] * (total - len(known)), first_seed or 0, env.object_count, after_success)
     elif first_seed is not None:
         if first_seed < seeds.next_seed:
             dataset.finalize()

@@ -105,8 +105,9 @@ def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device
         if last is None:
             raise FileNotFoundError(f"nothing to resume in {output_dir}: no checkpoints/last/pretrained_model/"
                                     "train_config.json")
+        # output_dir: the run's folder as it is now (the checkpoint's config names where it was first written)
         arguments = _with_extra({"resume": "true", "config_path": str(last / "pretrained_model" / "train_config.json"),
-                                 "steps": str(steps)}, extra)
+                                 "output_dir": str(output_dir), "steps": str(steps)}, extra)
         if save_freq:
             arguments["save_freq"] = str(save_freq)
         command_arguments = [f"--{key}={value}" for key, value in arguments.items()]

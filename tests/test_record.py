@@ -222,6 +222,35 @@ def test_an_unplannable_seed_is_skipped_like_a_failed_episode(tmp_path, monkeypa
     assert episode["success"] is False and episode["steps"] == 0 and "wrist_flex" in episode["unplannable"]
 
 
+def test_frames_after_the_success_carry_the_lift_on_and_a_drop_after_it_is_not_kept(tmp_path, monkeypatch):
+    env = tiny_env()
+    plain = record(env, REPO_ID, tmp_path / "plain", episodes=1, first_seed=0)
+    longer = record(env, REPO_ID, tmp_path / "longer", episodes=1, first_seed=0, after_success=15)
+    assert saved_seeds(tmp_path / "plain") == saved_seeds(tmp_path / "longer")
+    assert longer.frames == plain.frames + 15
+    short, long = load(tmp_path / "plain"), load(tmp_path / "longer")
+    actions = np.asarray(long.hf_dataset["action"])
+    assert np.array_equal(np.asarray(short.hf_dataset["action"]), actions[:plain.frames])  # the same episode
+    heights = np.asarray(long.hf_dataset["observation.state"])[:, 1]  # shoulder_lift goes on lifting
+    assert not np.allclose(heights[plain.frames:], heights[plain.frames - 1])
+    assert json.loads((tmp_path / "longer" / SEEDS_FILE).read_text())["after_success"] == 15
+    with pytest.raises(ValueError, match="frames after the success: recorded 15, this run 0"):
+        record(env, REPO_ID, tmp_path / "longer", episodes=1, resume=True)
+
+    act = ScriptedExpert.act
+
+    def let_go_once_up(self, observation):  # opens the jaws once the object is up: it falls
+        action = act(self, observation)
+        if env.table.task.is_success():
+            action[5] = 100.0
+        return action
+
+    monkeypatch.setattr(ScriptedExpert, "act", let_go_once_up)
+    with pytest.raises(RuntimeError, match=r"only 0 of 1 episodes succeeded in 1 seeds \(failed seeds: \[0\]"):
+        record(env, REPO_ID, tmp_path / "dropped", episodes=1, first_seed=0, after_success=15, max_attempts=1)
+    env.close()
+
+
 def test_the_expert_node_fails_an_unplannable_episode_and_goes_on(ros):
     from act_node import so101
     from act_node.nodes.expert_node import ExpertNode

@@ -189,3 +189,22 @@ def test_the_expert_picks_up_the_requested_object(env, seed):
     task = env.table.task
     assert task.lift_m() >= 0.05 and task.held()
     assert np.hypot(*(task.target_pose()[0][:2] - start)) < 0.05
+
+
+def test_the_gripper_holds_what_it_lifted_for_a_second_more():
+    """The gripper squeezes with its holding torque (so101.GRIPPER_TORQUE_NM): at full torque these four picks
+    (two balls, two cups) reached the success and the object was pressed out of the jaws within the second."""
+    env = PickObjectEnv(objects=4, **SMALL)
+    expert = ScriptedExpert(env)
+    for seed in (10004, 10012, 10015, 10017):
+        observation, info = env.reset(seed=seed)
+        expert.reset(observation)
+        terminated = truncated = False
+        while not (terminated or truncated):
+            observation, _, terminated, truncated, info = env.step(expert.act(observation))
+        assert info["is_success"], (seed, env.task)
+        for _ in range(30):  # the rest of the lift, then the hold
+            observation, *_ = env.step(expert.act(observation))
+        task = env.table.task
+        assert task.held() and task.lift_m() >= 0.05, (seed, env.task, task.lift_m())
+    env.close()

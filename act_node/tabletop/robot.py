@@ -15,6 +15,8 @@ from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW, World
 JAW_FRICTION = 2.0  # rubber pads; pybullet multiplies the two bodies' coefficients
 JAW_LINKS = ("gripper_body", "moving_jaw")  # the fixed jaw is part of the gripper body
 POSITION_GAIN, VELOCITY_GAIN = 0.6, 1.0  # pybullet's position-control gains, tuned for the STS3215's feel
+# torque limits in joint order: the arm's servos at their stall torque, the gripper at its holding torque
+TORQUES_NM = np.array([so101.MAX_TORQUE_NM] * 5 + [so101.GRIPPER_TORQUE_NM])
 
 
 class Robot:
@@ -46,7 +48,7 @@ class Robot:
 
     def command(self, joints_rad: np.ndarray) -> int:
         """Drive towards position targets (6,) radians, clamped to the joint ranges; returns how many joints
-        were clamped. The servos' torque and speed limits apply."""
+        were clamped. The servos' torque and speed limits apply (the gripper's: its holding torque, so101)."""
         joints_rad = np.asarray(joints_rad, dtype=np.float64)
         if joints_rad.shape != (len(so101.JOINT_NAMES),):
             raise ValueError(f"command must have shape (6,) for joints {so101.JOINT_NAMES}, got {joints_rad.shape}")
@@ -54,7 +56,7 @@ class Robot:
             bad = [name for name, value in zip(so101.JOINT_NAMES, joints_rad) if not np.isfinite(value)]
             raise ValueError(f"command has NaN or inf at joints {bad}")
         target = np.clip(joints_rad, self.lower, self.upper)
-        self.world.drive_joints(self.body, self.joints, target, so101.MAX_TORQUE_NM, so101.MAX_VELOCITY_RAD_S,
+        self.world.drive_joints(self.body, self.joints, target, TORQUES_NM, so101.MAX_VELOCITY_RAD_S,
                                 POSITION_GAIN, VELOCITY_GAIN)
         return int(np.count_nonzero(target != joints_rad))
 

@@ -166,13 +166,13 @@ class World:
     def set_link_dynamics(self, body: int, link: int, **dynamics: float) -> None:
         self.client.changeDynamics(body, link, **dynamics)
 
-    def drive_joints(self, body: int, joints: list[int], targets: np.ndarray, force: float, max_velocity: float,
+    def drive_joints(self, body: int, joints: list[int], targets: np.ndarray, forces: np.ndarray, max_velocity: float,
                      position_gain: float, velocity_gain: float) -> None:
-        """Position control towards `targets` (radians), with the given torque and speed limits."""
-        for joint, target in zip(joints, targets):
+        """Position control towards `targets` (radians), with each joint's torque limit and the speed limit."""
+        for joint, target, force in zip(joints, targets, forces, strict=True):
             self.client.setJointMotorControl2(body, joint, pybullet.POSITION_CONTROL, targetPosition=float(target),
-                                              force=force, maxVelocity=max_velocity, positionGain=position_gain,
-                                              velocityGain=velocity_gain)
+                                              force=float(force), maxVelocity=max_velocity,
+                                              positionGain=position_gain, velocityGain=velocity_gain)
 
     def joint_states(self, body: int, joints: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Positions and velocities (len(joints),), radians and rad/s."""
