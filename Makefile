@@ -4,9 +4,11 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test setup lint results models attention
 
+# the shipped ACT (models/act_pick) in the ROS graph, one episode; DEMO_SEED picks the scene
+DEMO_SEED ?= 2000
 demo: setup
-	$(VENV)/bin/act-sim launch policy:=expert episodes:=1 image_height:=240 image_width:=320 video_dir:=outputs/graph
-	@cat outputs/graph/episode1_seed0.json
+	$(VENV)/bin/act-sim launch episodes:=1 first_seed:=$(DEMO_SEED) image_height:=240 image_width:=320 video_dir:=outputs/graph
+	@cat outputs/graph/episode1_seed$(DEMO_SEED).json
 
 test: setup
 	$(PY) -m pytest -q

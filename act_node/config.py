@@ -47,7 +47,8 @@ def _argument(default, description: str, **limits):
 
 @dataclass(frozen=True)
 class GraphConfig:
-    policy: str = _argument("expert", "act (a checkpoint) or expert (the scripted expert)", choices=POLICIES)
+    policy: str = _argument("act", "act (a checkpoint: the shipped models/act_pick unless checkpoint:= says) or "
+                                   "expert (the scripted expert)", choices=POLICIES)
     checkpoint: str = _argument("", f"LeRobot pretrained_model folder (policy:=act; empty: the shipped "
                                     f"models/{SHIPPED_MODEL})")
     clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)

@@ -44,6 +44,25 @@ def tiny_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
     return train(tiny_dataset, "local/act_node_pick", out, steps=3, device="cpu", extra=TINY_ACT)
 
 
+@pytest.fixture(scope="session")
+def tiny_state_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
+    """A tiny ACT that takes no images (joints, target and request only): the cameras removed from the tiny
+    dataset with LeRobot's own lerobot-edit-dataset, then lerobot-train."""
+    import subprocess
+    import sys
+
+    from act_node.training import train
+
+    root = tmp_path_factory.mktemp("data_state") / "act_node_pick_state"
+    subprocess.run([sys.executable, "-m", "lerobot.scripts.lerobot_edit_dataset", "--repo_id=local/act_node_pick",
+                    f"--root={tiny_dataset}", "--new_repo_id=local/act_node_pick_state", f"--new_root={root}",
+                    "--operation.type=remove_feature",
+                    '--operation.feature_names=["observation.images.front","observation.images.wrist"]'],
+                   check=True, capture_output=True)
+    out = tmp_path_factory.mktemp("train_state") / "run"
+    return train(root, "local/act_node_pick_state", out, steps=3, device="cpu", extra=TINY_ACT)
+
+
 def wait_for(condition, seconds: float = 10.0) -> bool:
     end = time.time() + seconds
     while time.time() < end:

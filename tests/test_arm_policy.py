@@ -14,6 +14,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 from trajectory_msgs.msg import JointTrajectory
 
+from act_node.config import shipped_checkpoint
 from act_node.nodes import messages
 from act_node.nodes.graph import describe
 from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR
@@ -91,6 +92,9 @@ def test_so101_graph_has_the_arm_cameras_and_a_policy_running_from_the_start():
         describe(robot="so101", port="/dev/x", camera_devices="0")
     with pytest.raises(ValueError, match="robot must be"):
         describe(robot="ur5")
+    with pytest.raises(ValueError, match="needs checkpoint:=<a policy trained on your arm>"):
+        describe(robot="so101", port="/dev/x")  # policy:=act by default, and the shipped model is the sim's
+    assert describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[-1].name == "act_policy"
 
 
 def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_checkpoint, tmp_path):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from std_msgs.msg import Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from act_node import so101  # noqa: E402
+from act_node.config import shipped_checkpoint  # noqa: E402
 from act_node.nodes import messages  # noqa: E402
 from act_node.nodes.graph import describe, ros_arguments  # noqa: E402
 from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR  # noqa: E402
@@ -103,6 +105,27 @@ def test_bad_input_leaves_the_node_running_and_publishes_nothing_built_on_it(pol
     assert wait_for(lambda: probe.chunks, seconds=30.0), "the node stopped answering"
     stamps = [messages.seconds_of(chunk.header.stamp) for chunk in probe.chunks]
     assert stamps == pytest.approx([stamp + 0.05]), f"a chunk was built on {bad}: stamps {stamps}"
+
+
+def test_a_checkpoint_without_images_answers_from_joints_and_target_alone(ros, tiny_state_checkpoint):
+    """The graph's cameras stay on for the selector; the policy node subscribes to none of them."""
+    node = make_policy_node(tiny_state_checkpoint)  # cameras left at the default, front and wrist
+    probe = Probe()
+    ros.add_node(node)
+    ros.add_node(probe)
+    try:
+        assert node.cameras == [] and not [s.topic_name for s in node.subscriptions if "camera" in s.topic_name]
+        assert wait_for(lambda: probe.count_subscribers("/joint_states") > 0)
+        probe.start.publish(Header(stamp=messages.to_time(70.0), frame_id=json.dumps({"task": "pick up the cup"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 70.0))
+        assert wait_for(lambda: node.episode_start_s == 70.0 and node.target is not None)
+        state = messages.joint_state_message(np.zeros(6), np.zeros(6), 70.5)
+        state.name = list(so101.JOINT_NAMES)
+        probe.joints.publish(state)  # joints only: no image is sent
+        assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from joints and target alone"
+        assert messages.seconds_of(probe.chunks[-1].header.stamp) == pytest.approx(70.5)
+    finally:
+        retire(ros, node, probe)
 
 
 class Recording:
@@ -241,8 +264,10 @@ def test_the_graph_description_feeds_both_launchers():
     arguments = ros_arguments(nodes[0])
     assert arguments[:3] == ["--ros-args", "-r", "__node:=act_sim"]
     assert "cameras:=[front,wrist]" in arguments and "clock:=lockstep" in arguments
-    with pytest.raises(ValueError, match="policy:=act needs checkpoint"):
-        describe(policy="act")
+    default = describe()  # policy:=act with the shipped checkpoint
+    assert [n.name for n in default] == ["act_sim", "act_selector", "act_policy"]
+    assert Path(default[2].parameters["checkpoint"]) == Path(shipped_checkpoint())
+    assert (Path(shipped_checkpoint()) / "model.safetensors").is_file()
     with pytest.raises(ValueError, match="unknown launch arguments"):
         describe(polcy="act")
     placed = describe(policy="expert", namespace="bench_2")
@@ -251,6 +276,16 @@ def test_the_graph_description_feeds_both_launchers():
     with pytest.raises(ValueError, match="namespace:='2nd' is not a ROS namespace"):
         describe(namespace="2nd")
     # the launch file's own graph and exit handlers: tests/test_launch.py, with ROS 2's launch package
+
+
+def test_policy_act_without_a_checkpoint_says_the_install_ships_none(tmp_path, monkeypatch):
+    from act_node import paths
+
+    monkeypatch.setattr(paths, "models_dir", lambda: tmp_path)
+    with pytest.raises(ValueError, match="policy:=act needs checkpoint:=<pretrained_model folder> \\(this install "
+                                         "ships no models/act_pick\\)"):
+        describe()
+    assert [n.name for n in describe(policy="expert")][2] == "act_expert"
 
 
 def test_the_expert_graph_runs_an_episode_headless(tmp_path):

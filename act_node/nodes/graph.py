@@ -72,7 +72,7 @@ def describe(**overrides: str) -> list[NodeSpec]:
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
     config = GraphConfig.from_arguments(overrides)
     if robot["robot"] == "so101":
-        return _placed(describe_so101(config, robot), namespace)
+        return _placed(describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint"))), namespace)
     if robot["robot"] != "sim":
         raise ValueError(f"robot must be 'sim' or 'so101', got {robot['robot']!r}")
     return describe_config(config, namespace)
@@ -111,9 +111,10 @@ def _nodes(config: GraphConfig) -> list[NodeSpec]:
     return [sim, policy] if config.target_source == "truth" else [sim, selector, policy]
 
 
-def describe_so101(config: GraphConfig, robot: dict[str, str]) -> list[NodeSpec]:
+def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint: bool = True) -> list[NodeSpec]:
     """A real SO-101: the arm node, a camera node per `camera_devices` entry, and the policy (or the expert)
-    running on wall time from the start with the `task` text. The target comes from `target_topic`."""
+    running on wall time from the start with the `task` text. The target comes from `target_topic`.
+    policy:=act needs a checkpoint named here (`chosen_checkpoint`): the shipped one was trained in the sim."""
     if not robot["port"]:
         raise ValueError("robot:=so101 needs port:=<the follower's serial port>")
     flags = {name: _flag(name, robot[name]) for name in ("dry_run", "resize")}
@@ -129,6 +130,9 @@ def describe_so101(config: GraphConfig, robot: dict[str, str]) -> list[NodeSpec]
     devices = [d.strip() for d in robot["camera_devices"].split(",") if d.strip()]
     if devices and len(devices) != len(config.cameras):
         raise ValueError(f"camera_devices has {len(devices)} entries for cameras {list(config.cameras)}")
+    if config.policy == "act" and not chosen_checkpoint:
+        raise ValueError("robot:=so101 with policy:=act needs checkpoint:=<a policy trained on your arm>: the shipped "
+                         "models/act_pick was trained in the simulation (pass it as checkpoint:= to try it anyway)")
     camera_nodes = [NodeSpec("act_camera_node", "act_node.nodes.camera_node", f"act_camera_{name}", {
         "name": name, "device": device, "fps": float(config.fps), "checkpoint": config.checkpoint,
         "resize": flags["resize"]}) for name, device in zip(config.cameras, devices)]

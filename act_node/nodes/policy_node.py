@@ -77,8 +77,16 @@ class PolicyNode(Node):
         declare(self, "task", "", "the run's task text when run_on_start")
         declare(self, "run_on_start", False, "an arm without the sim: run from the start (else on act/run or "
                 "episode/start)")
+        checkpoint = get("checkpoint").value
+        try:  # the sizes it was trained on, so that the check is about the camera set and the state; image
+            self.trained = checkpoint_cameras(checkpoint)  # sizes are then checked per message
+        except ValueError:
+            self.trained = None  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
+        if self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
+            self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
+            self.cameras = []
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
-        self.policy = self._load(get("checkpoint").value, get("device").value)
+        self.policy = self._load(checkpoint, get("device").value)
         self.replan_every = int(get("replan_every").value) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and get("use_target").value
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
@@ -116,10 +124,7 @@ class PolicyNode(Node):
     def _load(self, checkpoint: str, device: str) -> ChunkPolicy:
         if not checkpoint:
             raise ValueError("parameter 'checkpoint' is empty: give a pretrained_model folder")
-        try:  # the sizes it was trained on, so that the check is about the camera set and the state; image
-            trained = checkpoint_cameras(checkpoint)  # sizes are then checked per message
-        except ValueError:
-            trained = {}  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
+        trained = self.trained or {}
         spec = FeatureSpec(cameras={c: trained.get(c, (0, 0)) for c in self.cameras},
                            state_dim=len(self.joint_names))
         return ChunkPolicy.load(checkpoint, device=device, expect=spec)
