@@ -25,10 +25,11 @@ from gymnasium.utils import seeding
 from tqdm import tqdm
 
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
+from act_node.observation import requested_kind
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
-from act_node.tabletop.scene import requested_kind, sample_scene
+from act_node.tabletop.scene import sample_scene
 from act_node.tabletop.table import HOME_LEROBOT
 from act_node.tabletop.video import caption, step_caption, write_video
 from act_node.tabletop.world import table_to_arm
@@ -137,14 +138,16 @@ def cmd_record(args: argparse.Namespace) -> None:
     import errno
     import signal
 
-    from act_node.record import record
+    from act_node.record import ResumeRefused, record
 
+    if args.after_success_s < 0:
+        raise SystemExit(f"act-sim record: --after-success-s must be >= 0 seconds, got {args.after_success_s}")
     env = make_env(args)
     try:
         summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
                          keep_failures=args.keep_failures, resume=args.resume,
                          after_success=round(args.after_success_s * env.fps))
-    except (FileExistsError, FileNotFoundError, ValueError) as error:  # ResumeRefused is a ValueError
+    except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
         raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
         if error.errno != errno.ENOSPC:

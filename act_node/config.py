@@ -173,6 +173,15 @@ def checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]]:
         raise ValueError(f"cannot read the cameras from {config}: {error!r}") from None
 
 
+def readable_checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]] | None:
+    """checkpoint_cameras, or None when the config.json does not read (ChunkPolicy.load then names what is wrong
+    with the folder); {} is a checkpoint that takes no images."""
+    try:
+        return checkpoint_cameras(checkpoint)
+    except ValueError:
+        return None
+
+
 def checkpoint_n_action_steps(checkpoint: str | Path) -> int:
     config = Path(checkpoint) / "config.json"
     try:

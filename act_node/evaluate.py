@@ -44,15 +44,10 @@ def make_env(config: GraphConfig) -> PickObjectEnv:
 def load_policy(config: GraphConfig) -> ChunkPolicy:
     """The checkpoint, checked against what it will be fed: the config's cameras, or none to a checkpoint that
     takes no images (a state-only lever; the env still renders for the videos)."""
-    from act_node.config import checkpoint_cameras
+    from act_node.config import readable_checkpoint_cameras
 
-    fed = {name: config.image_size for name in config.cameras}
-    try:
-        if not checkpoint_cameras(config.checkpoint):
-            fed = {}
-    except ValueError:
-        pass  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
-    spec = FeatureSpec(cameras=fed)
+    takes_images = readable_checkpoint_cameras(config.checkpoint) != {}
+    spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras} if takes_images else {})
     return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
 
 

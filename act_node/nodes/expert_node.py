@@ -38,9 +38,9 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
+from act_node.observation import requested_kind
 from act_node.tabletop.expert import plan_for_scene, plan_window
 from act_node.tabletop.kinematics import Unreachable
-from act_node.tabletop.scene import requested_kind
 
 
 class ExpertNode(Node):

@@ -28,7 +28,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS, checkpoint_cameras
+from act_node.config import DEFAULT_CAMERAS, FPS, readable_checkpoint_cameras
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
@@ -78,10 +78,9 @@ class PolicyNode(Node):
         declare(self, "run_on_start", False, "an arm without the sim: run from the start (else on act/run or "
                 "episode/start)")
         checkpoint = get("checkpoint").value
-        try:  # the sizes it was trained on, so that the check is about the camera set and the state; image
-            self.trained = checkpoint_cameras(checkpoint)  # sizes are then checked per message
-        except ValueError:
-            self.trained = None  # no readable config.json: ChunkPolicy.load says what is wrong with the folder
+        # the sizes it was trained on, so that the check is about the camera set and the state; image sizes
+        # are then checked per message
+        self.trained = readable_checkpoint_cameras(checkpoint)
         if self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
             self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
             self.cameras = []

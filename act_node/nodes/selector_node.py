@@ -26,8 +26,8 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import declare
 from act_node.nodes.runner import run
+from act_node.observation import requested_kind
 from act_node.selector import Selector
-from act_node.tabletop.scene import requested_kind
 
 ANCHOR = Point(x=0.5, y=0.0, z=0.02)  # where the attention lines start: the table's near edge
 MAX_LINE_M = 0.02  # line width for a weight of 1

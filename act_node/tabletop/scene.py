@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from act_node.observation import TASK_PREFIX, requested_kind  # noqa: F401  (the task text's one home)
+from act_node.observation import TASK_PREFIX
 from act_node.tabletop import objects as object_kinds
 from act_node.tabletop.expert import can_grasp
 from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW, PlacedObject

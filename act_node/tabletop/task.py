@@ -15,7 +15,7 @@ import numpy as np
 from act_node.selector import Selector
 from act_node.tabletop.robot import JAW_LINKS, Robot
 from act_node.tabletop.scene import Scene, sample_scene
-from act_node.tabletop.world import World
+from act_node.tabletop.world import PlacedObject, World
 
 LIFT_SUCCESS_M = 0.05
 REACH_SCALE_PER_M = 10.0  # the reach term is 1 - tanh(10 * distance): half at about 5 cm
@@ -92,25 +92,26 @@ class PickTask:
         return TargetChoice(selected, float(np.hypot(*(selected - truth))))
 
     # --- judging ---------------------------------------------------------------------------------------
-    def lift_m(self) -> float:
-        target = self.scene.target
-        return float(self.world.body_pose(target.body)[0][2] - self.start_heights[target.kind.name])
+    def lift_m(self, placed: PlacedObject | None = None) -> float:
+        """How far an object (default: the requested one) stands above where it settled, metres."""
+        placed = placed or self.scene.target
+        return float(self.world.body_pose(placed.body)[0][2] - self.start_heights[placed.kind.name])
 
-    def held(self) -> bool:
-        return all(self.robot.touches(self.scene.target.body, jaw) for jaw in JAW_LINKS)
+    def held(self, placed: PlacedObject | None = None) -> bool:
+        """Both jaws touch the object (default: the requested one)."""
+        return all(self.robot.touches((placed or self.scene.target).body, jaw) for jaw in JAW_LINKS)
+
+    def is_up(self, placed: PlacedObject | None = None) -> bool:
+        """The object (default: the requested one) is lifted as success counts it: 5 cm up, held by both jaws."""
+        return self.lift_m(placed) >= LIFT_SUCCESS_M and self.held(placed)
 
     def is_success(self) -> bool:
-        return self.lift_m() >= LIFT_SUCCESS_M and self.held()
+        return self.is_up()
 
     def lifted(self) -> list[str]:
-        """The kinds of every object now lifted as success counts it (>= 5 cm above where it settled, held by
-        both jaws), the requested or not: a policy that picks a distractor shows here."""
-        kinds = []
-        for placed in self.scene.objects:
-            lift = self.world.body_pose(placed.body)[0][2] - self.start_heights[placed.kind.name]
-            if lift >= LIFT_SUCCESS_M and all(self.robot.touches(placed.body, jaw) for jaw in JAW_LINKS):
-                kinds.append(placed.kind.name)
-        return kinds
+        """The kinds of every object now up (`is_up`), the requested or not: a policy that picks a distractor
+        shows here."""
+        return [placed.kind.name for placed in self.scene.objects if self.is_up(placed)]
 
     def reward(self, success: bool) -> float:
         if success:
