@@ -26,6 +26,7 @@ SMALL_GRAPH = ["policy:=expert", "episodes:=0", "objects:=2", "image_height:=48"
 # --- the runner, with a node whose cleanup takes a second ---------------------------------------------
 SLOW_NODE = '''
 import sys, time
+import rclpy.signals
 from rclpy.node import Node
 from act_node.nodes.runner import run
 
@@ -36,7 +37,12 @@ class SlowCleanup(Node):
             raise RuntimeError("a bug in the node's constructor")
         if sys.argv[1] == "refuse":
             raise ValueError("parameter 'speed' is -1, expected > 0")
-        self.create_timer(0.05, lambda: None)
+        if sys.argv[1] == "quiet":
+            # the end state of the race POLL_S is for: the signal reaches Python's handler, the context
+            # stays up and nothing wakes the executor's wait (no timer, no message, no rclpy handler)
+            rclpy.signals.uninstall_signal_handlers()
+        else:
+            self.create_timer(0.05, lambda: None)
         print("spinning", flush=True)
 
     def destroy_node(self):
@@ -76,6 +82,20 @@ def test_a_second_and_third_stop_signal_during_cleanup_change_nothing(tmp_path, 
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     if mode == "busy":
         assert "slow_node: stopped with work left: 2 of 3 episodes" in err
+
+
+def test_a_stop_signal_ends_a_node_that_nothing_else_wakes(tmp_path):
+    node = start_slow_node(tmp_path, "quiet")
+    assert node.stdout.readline().strip() == "spinning", node.stderr.read()
+    time.sleep(0.3)
+    node.send_signal(signal.SIGINT)
+    try:
+        out, err = node.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        node.kill()
+        pytest.fail("the node still spins 10 s after SIGINT")
+    assert node.returncode == 0, err
+    assert "cleaned up" in out
 
 
 def test_a_refusal_is_one_line_with_code_2_and_a_bug_keeps_its_traceback(tmp_path):

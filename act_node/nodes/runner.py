@@ -32,6 +32,12 @@ FAILED = 1  # exit code for a bug, or a stop that cut the node's work short
 # is a ValueError; rclpy's bad parameter types and out-of-range values are ParameterExceptions.
 REFUSALS = (ValueError, FileNotFoundError, ParameterException)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How often the spin loop looks at the signals StopSignals noted. rclpy.spin() alone can miss a stop for
+# good: rclpy's handler wakes the executor (a guard condition) and only then, from its own thread, shuts the
+# context down; an executor that woke and found the context still up waits again, and nothing wakes it
+# once the graph around it has gone quiet (seen: the policy node ignoring the SIGINT that ends a graph, 2
+# runs of 6). Python's handler runs as soon as the main thread leaves that wait, so a bounded wait ends it.
+POLL_S = 0.1
 
 
 class StopSignals:
@@ -81,16 +87,17 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
 
     code: int | str | None = 0
     stopped = False
+    executor = rclpy.get_global_executor()
     try:
         done = getattr(node, "done", None)  # a node whose work ends (the sim's episodes) completes this future
-        if done is not None:
-            rclpy.spin_until_future_complete(node, done)
-            if done.done():
-                code = done.result()
-            else:  # spin_until_future_complete returns quietly when a signal shuts the context down
-                stopped = True
-        else:
-            rclpy.spin(node)
+        executor.add_node(node)
+        # rclpy.spin() would wait for ever here: see POLL_S
+        while rclpy.ok() and signals.received is None and not (done is not None and done.done()):
+            executor.spin_once(timeout_sec=POLL_S)
+        if done is not None and done.done():
+            code = done.result()
+        else:  # a signal: noted by StopSignals, or the context shut down by rclpy's handler
+            stopped = True
     except ExternalShutdownException:  # SIGINT, SIGTERM, or rclpy.shutdown() from another thread
         stopped = True
     except SystemExit as exit_:  # the node ended its own work
@@ -106,6 +113,7 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
         stopped = stopped or signals.received is not None
         work_left = getattr(node, "work_left", None)
         left = work_left() if stopped and callable(work_left) else None
+        executor.remove_node(node)
         node.destroy_node()
         rclpy.try_shutdown()
     if left:
