@@ -33,7 +33,7 @@ from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
-from std_msgs.msg import Header  # noqa: E402
+from std_msgs.msg import Float64, Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
 
 from act_node import so101  # noqa: E402
@@ -50,49 +50,81 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int) -> None:
-    from act_node.nodes.policy_node import PolicyNode
+    """The policy node in its own process, as in the graph (`python -m act_node.nodes.policy_node`, the
+    package's Fast DDS profile): this process publishes an observation (two camera images and the joints,
+    built from numpy) and takes the time until the chunk is back here as numpy (`chunk_actions`), against
+    ChunkPolicy called directly on the same observation in this process, interleaved, the same torch threads."""
+    import subprocess
 
-    node = PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(checkpoint)),
-                                           Parameter("replan_every", value=1)])
+    import torch
+
+    from act_node.dds import profile_environment
+
+    node = subprocess.Popen([sys.executable, "-m", "act_node.nodes.policy_node", "--ros-args",
+                             "-p", f"checkpoint:={checkpoint}", "-p", "replan_every:=1",
+                             "-p", f"threads:={torch.get_num_threads()}"],
+                            env={**os.environ, **profile_environment()}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
     probe = Node("bench_probe")
     arrived: dict[float, float] = {}
-    probe.create_subscription(JointTrajectory, "/act/action_chunk",
-                              lambda m: arrived.setdefault(round(messages.seconds_of(m.header.stamp), 6),
-                                                           time.perf_counter()),
-                              RELIABLE)
+    news = threading.Event()
+
+    def on_chunk(message) -> None:
+        stamp, _ = messages.chunk_actions(message, 30.0)  # what a consumer does before it can use the chunk
+        arrived.setdefault(round(stamp, 6), time.perf_counter())
+        news.set()
+
+    probe.create_subscription(JointTrajectory, "/act/action_chunk", on_chunk, RELIABLE)
+    inside: list[float] = []  # the node's own time from the call to the chunk published (act/inference_latency)
+    probe.create_subscription(Float64, "/act/inference_latency", lambda m: inside.append(m.data), RELIABLE)
     images = {c: probe.create_publisher(Image, f"/camera/{c}/image_raw", SENSOR)
               for c in ("front", "wrist")}
     joints = probe.create_publisher(JointState, "/joint_states", SENSOR)
     start = probe.create_publisher(Header, "/episode/start", LATCHED)
     target = probe.create_publisher(messages.PointStamped, "/target/point", LATCHED)
-    executor.add_node(node)
     executor.add_node(probe)
+    began = time.perf_counter()
+    while joints.get_subscription_count() == 0 or probe.count_publishers("/act/action_chunk") == 0:
+        if node.poll() is not None or time.perf_counter() - began > 120:
+            node.kill()
+            raise SystemExit(f"the policy node did not come up: {node.stderr.read()[-2000:]}")
+        time.sleep(0.1)
     time.sleep(1.0)
     start.publish(Header(stamp=messages.to_time(0.0), frame_id=json.dumps({"task": env.task})))
     observation, _ = env.reset(seed=3)
     target.publish(messages.point_message(tuple(observation["environment_state"][:2]), 0.0))
-    time.sleep(0.5)
+    time.sleep(1.0)
     direct = ChunkPolicy.load(checkpoint)
     over_ros, called = [], []
-    for k in range(repeat + 1):
+    for k in range(repeat + 3):
         stamp = round(1.0 + k / 30, 6)
+        news.clear()
         sent = time.perf_counter()
         for camera, publisher in images.items():
             publisher.publish(messages.image_message(observation["pixels"][camera], stamp, camera))
         joints.publish(messages.joint_state_message(so101.from_lerobot(observation["agent_pos"]), np.zeros(6), stamp))
         while stamp not in arrived and time.perf_counter() - sent < 10:
-            time.sleep(0.0005)
-        if k:  # the first is a warm-up
+            news.wait(0.5)
+            news.clear()
+        if stamp not in arrived:
+            raise SystemExit(f"no chunk for t={stamp} within 10 s")
+        time.sleep(0.05)  # the node back in its wait, as between two re-plan ticks
+        began = time.perf_counter()
+        direct(observation, env.task)
+        ended = time.perf_counter()
+        if k >= 3:  # the first ones warm up
             over_ros.append(arrived[stamp] - sent)
-            began = time.perf_counter()
-            direct(observation, env.task)
-            called.append(time.perf_counter() - began)
+            called.append(ended - began)
+        time.sleep(0.05)
+    node.send_signal(2)
+    node.wait(timeout=30)
     ros_ms, direct_ms = statistics.median(over_ros) * 1000, statistics.median(called) * 1000
-    print(f"request-to-chunk over ROS: p50 {ros_ms:.1f} ms, p90 {percentile(over_ros, 90) * 1000:.1f} ms; "
-          f"policy.py direct p50 {direct_ms:.1f} ms; ratio {ros_ms / direct_ms:.3f} "
-          f"(transport and matching {ros_ms - direct_ms:.1f} ms)")
-    executor.remove_node(node)
+    print(f"request-to-chunk over ROS (policy node in its own process, {torch.get_num_threads()} torch threads): "
+          f"p50 {ros_ms:.1f} ms, p90 {percentile(over_ros, 90) * 1000:.1f} ms; policy.py direct p50 {direct_ms:.1f} "
+          f"ms; ratio {ros_ms / direct_ms:.3f} (transport and matching {ros_ms - direct_ms:.1f} ms); "
+          f"inside the node p50 {statistics.median(inside[3:]) * 1000:.1f} ms")
     executor.remove_node(probe)
+    probe.destroy_node()
 
 
 PUBLISHER = """
@@ -174,21 +206,26 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--only", choices=("chunk", "transport", "realtime"), help="one of the three figures")
     args = parser.parse_args()
+    wanted = {args.only} if args.only else {"chunk", "transport", "realtime"}
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     rclpy.init()
     executor = SingleThreadedExecutor()  # one spinning thread: the 2 cores go to inference and DDS
     threading.Thread(target=executor.spin, daemon=True).start()
-    with tempfile.TemporaryDirectory() as scratch:
-        env = PickObjectEnv(objects=4, image_size=TRAIN_IMAGE_SIZE)
-        record(env, "local/bench", Path(scratch) / "data", episodes=1)
-        dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
-        checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
-        request_to_chunk(executor, checkpoint, env, args.repeat)
-        env.close()
-    image_transport(executor, args.repeat * 5)
-    realtime_factor(executor, args.seconds)
+    if "chunk" in wanted:
+        with tempfile.TemporaryDirectory() as scratch:
+            env = PickObjectEnv(objects=4, image_size=TRAIN_IMAGE_SIZE)
+            record(env, "local/bench", Path(scratch) / "data", episodes=1)
+            dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
+            checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
+            request_to_chunk(executor, checkpoint, env, args.repeat)
+            env.close()
+    if "transport" in wanted:
+        image_transport(executor, args.repeat * 5)
+    if "realtime" in wanted:
+        realtime_factor(executor, args.seconds)
     executor.shutdown()
     rclpy.try_shutdown()
 

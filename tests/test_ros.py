@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -132,10 +133,11 @@ class Recording:
     """A policy that notes each observation it is fed, then answers as the real one."""
 
     def __init__(self, policy):
-        self.policy, self.fed = policy, []
+        self.policy, self.fed, self.threads = policy, [], set()
 
     def __call__(self, observation, task):
         self.fed.append(observation)
+        self.threads.add(threading.current_thread().name)
         return self.policy(observation, task)
 
     def __getattr__(self, name):
@@ -196,6 +198,32 @@ def test_observations_keep_arriving_while_the_policy_thinks_and_the_newest_is_an
         assert [messages.seconds_of(c.header.stamp) for c in probe.chunks] == pytest.approx([first, first + 0.2])
     finally:
         node.policy = slow.policy
+
+
+def test_torch_runs_on_the_inference_thread_alone_from_the_checkpoints_load(policy, tiny_checkpoint, monkeypatch):
+    """The main thread must not start torch's OpenMP pool (a second thread's pool then stops spinning on
+    few cores: 1.7x the inference time, see PolicyNode._inference)."""
+    from act_node.policy import ChunkPolicy
+
+    loaded_on = []
+    load = ChunkPolicy.load.__func__
+
+    def noting_load(cls, *arguments, **options):
+        loaded_on.append(threading.current_thread().name)
+        return load(cls, *arguments, **options)
+
+    monkeypatch.setattr(ChunkPolicy, "load", classmethod(noting_load))
+    make_policy_node(tiny_checkpoint).destroy_node()
+    assert loaded_on == ["act-policy-inference"]
+    node, probe = policy
+    node.policy = spy = Recording(node.policy)
+    try:
+        probe.chunks.clear()
+        probe.observe(next(STAMPS))
+        assert wait_for(lambda: probe.chunks), "no chunk"
+        assert spy.threads == {"act-policy-inference"}
+    finally:
+        node.policy = spy.policy
 
 
 def test_a_mismatched_checkpoint_is_refused_at_start(tiny_checkpoint):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
@@ -56,10 +57,6 @@ class PolicyNode(Node):
         declare(self, "checkpoint", "", "LeRobot pretrained_model folder")
         declare(self, "device", "cpu", "torch device: cpu, cuda, cuda:1, mps")
         threads = int(declare(self, "threads", 0, "torch threads (0: torch's default, a thread a core)", low=0))
-        if threads:
-            import torch
-
-            torch.set_num_threads(threads)
         # each camera's images arrive on camera/<name>/image_raw: remap that name for another driver's topic
         self.cameras = list(declare(self, "cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was "
                                     "trained on, each read from camera/<name>/image_raw"))
@@ -85,15 +82,22 @@ class PolicyNode(Node):
             self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
             self.cameras = []
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
-        self.policy = self._load(checkpoint, get("device").value)
+        self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
+        self._wake = threading.Event()
+        self._ready = threading.Event()  # set once the node is built
+        self._stopping = False
+        # the inference thread loads the checkpoint itself (see _inference), then answers
+        loaded: Future[ChunkPolicy] = Future()
+        self._thread = threading.Thread(target=self._inference, args=(checkpoint, get("device").value, threads,
+                                                                      loaded), name="act-policy-inference",
+                                        daemon=True)
+        self._thread.start()
+        self.policy = loaded.result()  # a refused checkpoint raises here, as the node is built
         self.replan_every = int(get("replan_every").value) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and get("use_target").value
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.cameras}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
-        self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
-        self._wake = threading.Event()
-        self._stopping = False
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
@@ -112,8 +116,7 @@ class PolicyNode(Node):
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
-        self._thread = threading.Thread(target=self._answer_loop, name="act-policy-inference", daemon=True)
-        self._thread.start()
+        self._ready.set()  # the inference thread may answer from here on
         if get("run_on_start").value:
             self.begin(self.get_clock().now().nanoseconds * 1e-9, str(get("task").value))
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
@@ -173,12 +176,32 @@ class PolicyNode(Node):
 
     def destroy_node(self) -> None:
         self._stopping = True
+        self._ready.set()
         self._wake.set()
         self._thread.join(timeout=10.0)
         super().destroy_node()
 
+    def _inference(self, checkpoint: str, device: str, threads: int, loaded: Future) -> None:
+        """The inference thread: load the checkpoint, then answer until the node goes.
+
+        Every torch call of the node happens on this thread. With torch's OpenMP pool already started by
+        another thread (the main thread loading the checkpoint), the same ACT forward took 1.7x as long
+        here on 2 cores (44 against 26 ms): libgomp's workers for the second thread stop spinning between
+        parallel regions once it manages more threads than there are cores."""
+        try:
+            if threads:
+                import torch
+
+                torch.set_num_threads(threads)
+            loaded.set_result(self._load(checkpoint, device))
+        except BaseException as error:  # noqa: BLE001 (handed to __init__, which raises it)
+            loaded.set_exception(error)
+            return
+        self._ready.wait()
+        self._answer_loop()
+
     def _answer_loop(self) -> None:
-        """The inference thread: wait for news, answer what is due, repeat until the node goes."""
+        """Wait for news, answer what is due, repeat until the node goes."""
         while True:
             self._wake.wait()
             self._wake.clear()
