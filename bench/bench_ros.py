@@ -74,7 +74,7 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
         arrived.setdefault(round(stamp, 6), time.perf_counter())
         news.set()
 
-    probe.create_subscription(JointTrajectory, "/act/action_chunk", on_chunk, RELIABLE)
+    probe.create_subscription(JointTrajectory, "/act/action_chunk", on_chunk, RELIABLE, raw=True)  # as the sim
     inside: list[float] = []  # the node's own time from the call to the chunk published (act/inference_latency)
     probe.create_subscription(Float64, "/act/inference_latency", lambda m: inside.append(m.data), RELIABLE)
     images = {c: probe.create_publisher(Image, f"/camera/{c}/image_raw", SENSOR)

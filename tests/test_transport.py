@@ -1,4 +1,5 @@
-"""Camera images between processes: act_node's Fast DDS profile, and images to and from messages exactly."""
+"""Camera images between processes: act_node's Fast DDS profile, and images and chunks to and from messages
+and their serialized bytes exactly."""
 
 import os
 import subprocess
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import Image
+from trajectory_msgs.msg import JointTrajectory
 
 from act_node.dds import PROFILE, PROFILE_VARIABLES, profile_environment
 from act_node.nodes import messages
@@ -51,6 +53,7 @@ RECEIVER = """
 import sys, time
 import numpy as np, rclpy
 from sensor_msgs.msg import Image
+from trajectory_msgs.msg import JointTrajectory
 from act_node.nodes import messages
 frames, height, width = (int(v) for v in sys.argv[1:4])
 rclpy.init()
@@ -79,6 +82,7 @@ SENDER = """
 import sys, time
 import numpy as np, rclpy
 from sensor_msgs.msg import Image
+from trajectory_msgs.msg import JointTrajectory
 from act_node.nodes import messages
 frames, height, width = (int(v) for v in sys.argv[1:4])
 rclpy.init()
@@ -189,3 +193,52 @@ def test_images_that_cannot_be_read_are_refused_with_what_was_wrong():
         messages.image_message(noise(4, 6)[..., 0], 1.0, "front_optical")
     with pytest.raises(ValueError, match="got \\(4, 6, 3\\) float32"):
         messages.serialized_image(noise(4, 6).astype(np.float32), 1.0, "front_optical")
+
+
+# --- chunks as bytes -----------------------------------------------------------------------------------------
+def chunk_fields(message: JointTrajectory) -> tuple:
+    return (message.header.stamp.sec, message.header.stamp.nanosec, message.header.frame_id,
+            list(message.joint_names),
+            [(list(p.positions), list(p.velocities), list(p.accelerations), list(p.effort),
+              p.time_from_start.sec, p.time_from_start.nanosec) for p in message.points])
+
+
+# the names shift where the points begin: both 8-byte phases, so both the all-at-once and the
+# point-by-point layout (a stride that breaks the alignment) are written and read
+@pytest.mark.parametrize("names", [messages.so101.JOINT_NAMES, ("a", "bb", "ccc", "dddd", "eeeee"),
+                                   ("joint_1", "j2", "j3", "j4", "j5"), ("only",)])
+@pytest.mark.parametrize("steps, stamp, fps", [(100, 1796083555.93, 30.0), (1, 0.0, 30.0), (7, 12.345678, 29.97)])
+def test_a_serialized_chunk_is_the_message_rclpy_reads_and_reads_back_as_from_the_message(names, steps, stamp, fps):
+    actions = np.random.default_rng(steps).normal(size=(steps, len(names)))
+    message = messages.chunk_message(actions, stamp, fps, names)
+    serialized = messages.serialized_chunk(actions, stamp, fps, names)
+    assert chunk_fields(deserialize_message(serialized, JointTrajectory)) == chunk_fields(message)
+    expected = messages.chunk_actions(message, fps, names)
+    for given in (serialized, serialize_message(message)):  # ours, and rclpy's own bytes (with their padding)
+        stamp_s, read = messages.chunk_actions(given, fps, names)
+        assert stamp_s == expected[0] and np.array_equal(read, expected[1])
+
+
+def test_a_chunk_from_another_publisher_with_velocities_reads_from_its_bytes_point_by_point():
+    message = messages.chunk_message(np.arange(60.0).reshape(10, 6), 3.0, 30.0)
+    for k, point in enumerate(message.points):
+        point.velocities = [float(k)] * 6
+    stamp_s, actions = messages.chunk_actions(serialize_message(message), 30.0)
+    assert stamp_s == 3.0 and np.array_equal(actions, np.arange(60.0).reshape(10, 6))
+
+
+def test_chunk_bytes_that_cannot_be_read_are_refused_with_what_was_wrong():
+    serialized = messages.serialized_chunk(np.zeros((100, 6)), 1.0, 30.0)
+    with pytest.raises(MessageError, match="inside its fields"):
+        messages.chunk_actions(serialized[:3000], 30.0)
+    with pytest.raises(MessageError, match="shorter than its 4-byte CDR header"):
+        messages.chunk_actions(b"\0\1", 30.0)
+    with pytest.raises(MessageError, match="does not deserialize as a JointTrajectory"):
+        messages.chunk_actions(b"\x12\x34\0\0" + serialized[4:40], 30.0)
+    bad = bytearray(serialized)
+    bad[-28:-20] = np.float64(np.nan).tobytes()  # the last point's gripper
+    with pytest.raises(MessageError, match="NaN or inf"):
+        messages.chunk_actions(bytes(bad), 30.0)
+    with pytest.raises(MessageError, match=r"lacks joints \['gripper'\]"):
+        messages.chunk_actions(messages.serialized_chunk(np.zeros((3, 5)), 1.0, 30.0, messages.so101.JOINT_NAMES[:5]),
+                               30.0)

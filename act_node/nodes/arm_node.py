@@ -77,7 +77,8 @@ class ArmNode(Node):
         self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
         chunks, services = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
-        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE, callback_group=chunks)
+        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE, callback_group=chunks,
+                                 raw=True)  # read by chunk_actions without rclpy building the message
         for name, action in (("~/stop", self.control.stop), ("~/estop", self.control.estop),
                              ("~/reset", self.control.reset)):
             self.create_service(Trigger, name, lambda request, response, act=action: self.on_service(act, response),
@@ -134,7 +135,7 @@ class ArmNode(Node):
         self.published += 1
 
     # --- chunks and services (executor threads) ------------------------------------------------------------
-    def on_chunk(self, message: JointTrajectory) -> None:
+    def on_chunk(self, message: bytes) -> None:
         now = time.time()
         try:
             stamp, actions = chunk_actions(message, self.fps)

@@ -29,10 +29,10 @@ from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
     SENSOR,
-    chunk_message,
     episode_start,
     parsed,
     scene_objects,
+    serialized_chunk,
     stamped_joint_positions,
     target_point,
 )
@@ -105,7 +105,7 @@ class ExpertNode(Node):
             self.plan_tick = tick
         chunk = plan_window(self.plan, tick - self.plan_tick, self.chunk_size)
         chunk_rad = so101.from_lerobot(chunk)
-        self.chunk_pub.publish(chunk_message(chunk_rad, stamp, self.fps))
+        self.chunk_pub.publish(serialized_chunk(chunk_rad, stamp, self.fps))
         self.path.publish(chunk_rad, stamp)
         self.answered_s, self.due_tick = stamp, tick + self.replan_every
 

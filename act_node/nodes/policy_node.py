@@ -36,11 +36,11 @@ from act_node.nodes.messages import (
     RELIABLE,
     SENSOR,
     MessageError,
-    chunk_message,
     episode_start,
     image_array,
     parsed,
     seconds_of,
+    serialized_chunk,
     stamped_joint_positions,
     target_point,
 )
@@ -253,7 +253,7 @@ class PolicyNode(Node):
                 self.get_logger().info(f"dropped the chunk for t={stamp:.3f} s: its run is over")
                 return False
         chunk_rad = so101.from_lerobot(chunk)
-        self.chunk_pub.publish(chunk_message(chunk_rad, stamp, self.fps, self.joint_names))
+        self.chunk_pub.publish(serialized_chunk(chunk_rad, stamp, self.fps, self.joint_names))
         latency = time.perf_counter() - started
         self.latency_pub.publish(Float64(data=latency))
         self.path.publish(chunk_rad, stamp)

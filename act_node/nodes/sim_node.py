@@ -104,7 +104,8 @@ class SimNode(Node):
         # the URDF with the table and camera frames, latched as robot_state_publisher does: RViz's robot model
         self.description_pub = self.create_publisher(String, "robot_description", LATCHED)
         self.description_pub.publish(String(data=robot_description()))
-        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE)
+        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
+                                 raw=True)  # read by chunk_actions without rclpy building the message
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
             self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
@@ -216,7 +217,7 @@ class SimNode(Node):
         self.sim.target_given(stamp_s, xy)
 
     # --- chunks ------------------------------------------------------------------------------------------
-    def on_chunk(self, message: JointTrajectory) -> None:
+    def on_chunk(self, message: bytes) -> None:
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
             dropped = self.sim.add_chunk(stamp_s, actions)
