@@ -31,7 +31,6 @@ import rclpy  # noqa: E402
 from bench_policy import DOCUMENTED, make_checkpoint  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.node import Node  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import Float64, Header  # noqa: E402
 from trajectory_msgs.msg import JointTrajectory  # noqa: E402
@@ -177,35 +176,64 @@ def image_transport(executor, repeat: int) -> None:
     print(f"the same frame copied in one process: p50 {percentile(copies, 50) * 1000:.3f} ms")
 
 
-def realtime_factor(executor, seconds: float) -> None:
-    """The sim node in realtime with the expert node attached (every tick has an action to execute, as with a
-    policy), 2 cameras at 240x320: sim seconds per wall second, and how many ticks held."""
-    from act_node.nodes.expert_node import ExpertNode
-    from act_node.nodes.sim_node import SimNode
+def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], seconds: float) -> None:
+    """`act-sim launch clock:=realtime` with the policy node on `checkpoint` (its own processes, as a user runs
+    it; target from the sim's truth, no selector): sim seconds per wall second from /clock over `seconds`
+    once the first episode runs, and the chunks that came meanwhile."""
+    import signal
+    import subprocess
 
-    expert = ExpertNode()
-    sim = SimNode(parameter_overrides=[Parameter("clock", value="realtime"), Parameter("image_height", value=240),
-                                       Parameter("image_width", value=320), Parameter("target_source", value="truth"),
-                                       Parameter("episodes", value=0)])
-    executor.add_node(expert)
-    executor.add_node(sim)
-    time.sleep(1.0)
-    tick, held, began = sim.sim.tick, sim.sim.held_ticks, time.perf_counter()
-    time.sleep(seconds)
-    ticks = sim.sim.tick - tick
-    factor = ticks / sim.config.fps / (time.perf_counter() - began)
-    print(f"sim node realtime factor, 2 cameras 240x320 at 30 fps, expert node attached: {factor:.2f} "
-          f"({sim.sim.held_ticks - held} of {ticks} ticks held for want of an action)")
-    executor.remove_node(sim)
-    executor.remove_node(expert)
-    sim.destroy_node()
-    expert.destroy_node()
+    domain = str(int(os.environ["ROS_DOMAIN_ID"]) + 1)  # its own domain: nothing else of this bench hears it
+    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "policy:=act",
+                              f"checkpoint:={checkpoint}", f"image_height:={size[0]}", f"image_width:={size[1]}",
+                              "target_source:=truth", "episodes:=1000", "record_video:=false"],
+                             env={**os.environ, "ROS_DOMAIN_ID": domain}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    listener = subprocess.run([sys.executable, "-c", CLOCK_LISTENER, str(seconds)], capture_output=True, text=True,
+                              env={**os.environ, "ROS_DOMAIN_ID": domain}, timeout=seconds + 300)
+    os.killpg(graph.pid, signal.SIGINT)
+    try:
+        graph.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(graph.pid, signal.SIGKILL)
+    if listener.returncode != 0:
+        raise SystemExit(f"no clock from the graph: {listener.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
+    sim_s, wall_s, chunks = json.loads(listener.stdout.strip().splitlines()[-1])
+    print(f"sim realtime factor, policy node attached ({label}), cameras {size[0]}x{size[1]}: "
+          f"{sim_s / wall_s:.2f} ({sim_s:.1f} sim s in {wall_s:.1f} wall s, {chunks} chunks)")
+
+
+CLOCK_LISTENER = """
+import json, sys, time
+import rclpy
+from rosgraph_msgs.msg import Clock
+from trajectory_msgs.msg import JointTrajectory
+from act_node.nodes.messages import RELIABLE, seconds_of
+rclpy.init()
+node = rclpy.create_node("bench_clock")
+seen, chunks = [], [0]
+node.create_subscription(Clock, "/clock", lambda m: seen.append((seconds_of(m.clock), time.monotonic())), 10)
+node.create_subscription(JointTrajectory, "/act/action_chunk", lambda m: chunks.__setitem__(0, chunks[0] + 1),
+                         RELIABLE, raw=True)
+deadline = time.monotonic() + 240
+while not seen and time.monotonic() < deadline:
+    rclpy.spin_once(node, timeout_sec=0.1)
+if not seen:
+    sys.exit("no /clock within 240 s")
+seen.clear(); chunks[0] = 0
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    rclpy.spin_once(node, timeout_sec=0.1)
+# sim time advances within an episode and restarts at 0 with the next: add up the forward steps
+sim = sum(max(0.0, b[0] - a[0]) for a, b in zip(seen, seen[1:]))
+print(json.dumps([sim, seen[-1][1] - seen[0][1], chunks[0]]))
+"""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--only", choices=("chunk", "transport", "realtime"), help="one of the three figures")
     args = parser.parse_args()
     wanted = {args.only} if args.only else {"chunk", "transport", "realtime"}
@@ -225,7 +253,17 @@ def main() -> None:
     if "transport" in wanted:
         image_transport(executor, args.repeat * 5)
     if "realtime" in wanted:
-        realtime_factor(executor, args.seconds)
+        from act_node.config import shipped_checkpoint
+
+        realtime_factor(shipped_checkpoint(), "the shipped ACT: no images, so no camera is rendered", (240, 320),
+                        args.seconds)
+        with tempfile.TemporaryDirectory() as scratch:
+            env = PickObjectEnv(objects=4, image_size=(240, 320))
+            record(env, "local/bench", Path(scratch) / "data", episodes=1)
+            env.close()
+            dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
+            checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
+            realtime_factor(checkpoint, "ACT on both cameras, untrained, documented size", (240, 320), args.seconds)
     executor.shutdown()
     rclpy.try_shutdown()
 

@@ -78,6 +78,45 @@ def test_the_sim_renders_a_camera_only_at_the_ticks_the_policy_answers(sim, ros)
     retire(ros, listener)
 
 
+def test_in_realtime_the_cameras_render_at_the_start_after_each_chunk_and_after_a_second_without(ros, tmp_path):
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Image, JointState
+
+    from act_node.nodes.messages import SENSOR
+    from act_node.nodes.sim_node import SimNode
+
+    listener = Node("realtime_camera_listener")
+    images, joints = [], []
+    listener.create_subscription(Image, "/camera/front/image_raw",
+                                 lambda m: images.append(messages.seconds_of(m.header.stamp)), SENSOR)
+    listener.create_subscription(JointState, "/joint_states",
+                                 lambda m: joints.append(messages.seconds_of(m.header.stamp)), SENSOR)
+    sender = listener.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
+    ros.add_node(listener)
+    sim = SimNode(parameter_overrides=[
+        Parameter("clock", value="realtime"), Parameter("image_height", value=48), Parameter("image_width", value=64),
+        Parameter("objects", value=2), Parameter("video_dir", value=str(tmp_path)),
+        Parameter("record_video", value=False)])
+    ros.add_node(sim)
+    try:
+        start = sim.sim.start.stamp_s
+        ticks = lambda stamps: sorted({round((s - start) * 30) for s in stamps})  # noqa: E731
+        assert wait_for(lambda: ticks(joints) and ticks(joints)[-1] >= 20, seconds=30.0), "the sim did not tick on"
+        first = ticks(images)
+        assert len(first) == 1 and first[0] < 20, f"images without a chunk: {first}"
+        # a chunk (hold where the arm is): the next tick renders, and then nothing until a second has passed
+        sent = round((sim.sim.now_s - start) * 30)
+        hold = np.tile(sim.sim.joint_state()[0], (40, 1))
+        sender.publish(messages.chunk_message(hold, sim.sim.now_s, 30))
+        assert wait_for(lambda: len(ticks(images)) >= 2, seconds=5.0), "no image after the chunk"
+        answered = ticks(images)[1]
+        assert sent <= answered <= sent + 6, (sent, answered)
+        assert wait_for(lambda: ticks(joints)[-1] >= answered + 36, seconds=10.0)
+        assert ticks(images)[1:] == [answered, answered + 30], ticks(images)
+    finally:
+        retire(ros, sim, listener)
+
+
 def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     from act_node.nodes.selector_node import SelectorNode
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 from geometry_msgs.msg import PointStamped
@@ -90,6 +91,9 @@ class SimNode(Node):
         self.filming = self.video_dir is not None and self.config.record_video
         self.videos = VideoWriter(self.config.fps, self._video_written) if self.filming else None
         self.frames: list = []
+        # realtime rendering (cameras_due): a chunk came since the cameras last rendered; the tick and the
+        # episode of that render; the ticks at which the last two chunks came
+        self.answered, self.rendered_tick, self.rendered_in, self.chunk_ticks = False, 0, None, deque(maxlen=2)
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
         self.image_pubs = {c.name: self.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR)
@@ -224,6 +228,8 @@ class SimNode(Node):
         except (MessageError, ValueError) as error:
             self.log.error(f"dropped chunk: {error}", throttle_duration_sec=2.0)
             return
+        self.answered = True  # the policy is free: the next tick renders its cameras (realtime, cameras_due)
+        self.chunk_ticks.append(self.sim.tick)
         if dropped:
             self.log.debug(f"chunk for t={stamp_s:.3f} s arrived at t={self.sim.now_s:.3f} s: {dropped} steps past")
         if self.config.clock == "lockstep" and self.sim.ready():
@@ -273,13 +279,30 @@ class SimNode(Node):
     def cameras_due(self) -> list[str]:
         """The cameras to render this tick: all while filming; else, at the ticks someone consumes (see
         camera_every), those with a subscriber. Skipping the rest changes no result: the physics does not
-        depend on rendering, and the policy is sent every image it answers."""
+        depend on rendering, and the policy is sent every image it answers.
+
+        Realtime (camera_every 0): the policy answers the newest observation whenever it is free, and it is
+        free once its chunk is out, so the cameras render at an episode's first tick and at the tick after
+        each chunk arrives. Should a chunk or an image be lost (best effort) or the policy start late, they
+        also render once no chunk came for a second, or for twice the last gap between chunks if that is
+        longer (a slow policy is not handed an image older than the one it would ask for)."""
         if self.filming:
             return [c.name for c in self.cameras]
-        every = self.config.camera_every or (self.sim.replan_every if self.config.clock == "lockstep" else 1) or 1
-        if (self.sim.tick - self.sim.start_tick) % every:
-            return []
-        return [c.name for c in self.cameras if self.image_pubs[c.name].get_subscription_count() > 0]
+        tick = self.sim.tick
+        if self.config.clock == "realtime" and not self.config.camera_every:
+            gap = self.chunk_ticks[1] - self.chunk_ticks[0] if len(self.chunk_ticks) == 2 else 0
+            patience = max(int(self.config.fps), 2 * gap)
+            fresh = self.rendered_in is not self.sim.start  # the episode's first render
+            if not (self.answered or fresh or tick - self.rendered_tick >= patience):
+                return []
+        else:
+            every = self.config.camera_every or (self.sim.replan_every if self.config.clock == "lockstep" else 1)
+            if (tick - self.sim.start_tick) % (every or 1):
+                return []
+        due = [c.name for c in self.cameras if self.image_pubs[c.name].get_subscription_count() > 0]
+        if due:
+            self.rendered_tick, self.rendered_in, self.answered = tick, self.sim.start, False
+        return due
 
     def publish_observation(self, record: bool = True) -> None:
         stamp = self.sim.now_s
