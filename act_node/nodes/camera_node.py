@@ -17,7 +17,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from act_node.config import checkpoint_cameras
-from act_node.nodes.messages import SENSOR, camera_info, image_message
+from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.runner import run
 
 
@@ -82,7 +82,7 @@ class CameraNode(Node):
             import cv2
 
             frame = cv2.resize(frame, (self.size[1], self.size[0]), interpolation=cv2.INTER_AREA)
-        self.image_pub.publish(image_message(frame, stamp, self.frame_id))
+        self.image_pub.publish(serialized_image(frame, stamp, self.frame_id))  # bytes: no rclpy conversion
         self.info_pub.publish(camera_info(self.intrinsics, *self.size, stamp, self.frame_id))
         self.published += 1
 

@@ -38,8 +38,8 @@ from act_node.nodes.messages import (
     MessageError,
     episode_start,
     image_array,
+    image_stamp,
     parsed,
-    seconds_of,
     serialized_chunk,
     stamped_joint_positions,
     target_point,
@@ -107,7 +107,8 @@ class PolicyNode(Node):
         self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
         self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
         for camera, topic in zip(self.cameras, topics):
-            self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR)
+            # raw: image_array reads the serialized bytes, rclpy does not build an Image of them
+            self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR, raw=True)
         self.create_subscription(JointState, "joint_states", parsed(
             self, lambda m: stamped_joint_positions(m, self.joint_names), "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
@@ -132,14 +133,15 @@ class PolicyNode(Node):
         return ChunkPolicy.load(checkpoint, device=device, expect=spec)
 
     # --- callbacks: each stores, then tries to answer ----------------------------------------------------
-    def on_image(self, camera: str, message: Image) -> None:
+    def on_image(self, camera: str, message: bytes) -> None:
         try:
             image = image_array(message, expected=self.image_sizes[camera])
+            stamp = image_stamp(message)
         except MessageError as error:
             self.get_logger().error(f"dropped image from camera {camera!r}: {error}", throttle_duration_sec=2.0)
             return
         with self._lock:
-            self.matcher.add(camera, seconds_of(message.header.stamp), image)
+            self.matcher.add(camera, stamp, image)
         self._wake.set()
 
     def on_joints(self, joints: tuple[float, np.ndarray]) -> None:

@@ -44,10 +44,10 @@ from act_node.nodes.messages import (
     camera_info,
     chunk_actions,
     episode_start_message,
-    image_message,
     joint_state_message,
     point_message,
     scene_markers,
+    serialized_image,
     target_point,
     to_time,
 )
@@ -313,7 +313,8 @@ class SimNode(Node):
             if camera.name not in images:
                 continue
             frame = f"{camera.name}_optical"
-            self.image_pubs[camera.name].publish(image_message(images[camera.name], stamp, frame))
+            # as bytes: rclpy does not convert the pixels (bench/bench_transport.py, 'profile, raw')
+            self.image_pubs[camera.name].publish(serialized_image(images[camera.name], stamp, frame))
             self.info_pubs[camera.name].publish(camera_info(camera.intrinsics(), camera.height, camera.width,
                                                             stamp, frame))
         positions, velocities = self.sim.joint_state()
