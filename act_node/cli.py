@@ -39,7 +39,8 @@ def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
     """The checked configuration from the command line's table-top flags (and any other fields)."""
     try:
         return GraphConfig(objects=args.objects, cameras=args.cameras, image_height=args.height,
-                           image_width=args.width, target_source=args.target, **fields)
+                           image_width=args.width, target_source=args.target,
+                           renderer=getattr(args, "renderer", "tiny"), **fields)
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
 
@@ -348,6 +349,9 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
                         help="camera image width" + ("" if width else " (default: the checkpoint's)"))
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
+    parser.add_argument("--renderer", choices=("tiny", "egl"), default="tiny",
+                        help="camera renderer: TinyRenderer (what the images here were trained on) or pybullet's "
+                             "EGL plugin (faster, lit differently; needs libEGL)")
 
 
 def main(argv: list[str] | None = None) -> None:

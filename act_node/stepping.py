@@ -76,7 +76,7 @@ class SimEpisodes:
     def __init__(self, config: GraphConfig):
         self.config = config
         self.fps = config.fps
-        self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps)
+        self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps, config.renderer)
         self.executor = ChunkExecutor(config.fps, self.table.robot.lower, self.table.robot.upper,
                                       config.max_velocity, merge=config.merge, stale_after_s=config.stale_after_s())
         self.replan_every = config.replan_ticks()

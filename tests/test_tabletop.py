@@ -132,6 +132,42 @@ def test_same_seed_gives_the_same_scene_images_and_states():
     assert not np.array_equal(runs[0][0]["pixels"]["wrist"], runs[0][-1]["pixels"]["wrist"]), "the arm moved"
 
 
+def egl_or_skip(**settings) -> PickObjectEnv:
+    try:
+        return PickObjectEnv(renderer="egl", **settings)
+    except RuntimeError as error:  # no libEGL on this machine: the message says what to install
+        assert "renderer 'egl'" in str(error)
+        pytest.skip(str(error))
+
+
+def test_the_egl_renderer_draws_the_same_scene_lit_its_own_way_and_changes_no_physics(capfd):
+    settings = dict(objects=4, target_source="truth", image_size=(96, 128))
+    runs = {}
+    for renderer in ("tiny", "egl"):
+        environment = egl_or_skip(**settings) if renderer == "egl" else PickObjectEnv(**settings)
+        observation, _ = environment.reset(seed=7)
+        expert = ScriptedExpert(environment)
+        expert.reset(observation)
+        for _ in range(10):
+            observation, *_ = environment.step(expert.act(observation))
+        runs[renderer] = observation
+        environment.close()
+    assert "GL_VERSION" not in capfd.readouterr().out, "the plugin's report reached stdout"
+    tiny, egl = runs["tiny"], runs["egl"]
+    assert np.array_equal(tiny["agent_pos"], egl["agent_pos"])  # rendering never touches the physics
+    for camera in tiny["pixels"]:
+        a, b = tiny["pixels"][camera].astype(np.float64), egl["pixels"][camera].astype(np.float64)
+        assert a.shape == b.shape and not np.array_equal(a, b), f"{camera}: the same picture: not EGL's"
+        # with each channel's mean brightness matched, the shapes agree (measured: about 6 of 255)
+        centred = np.abs((a - a.mean(axis=(0, 1))) - (b - b.mean(axis=(0, 1)))).mean()
+        assert centred < 15, f"{camera}: {centred:.1f} of 255 apart: not the same scene"
+
+
+def test_an_unknown_renderer_is_refused_by_name():
+    with pytest.raises(ValueError, match="renderer must be one of \\['tiny', 'egl'\\], got 'opengl'"):
+        PickObjectEnv(objects=1, renderer="opengl")
+
+
 def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
     observation, _ = env.reset(seed=2)
     with pytest.raises(ValueError, match=r"shape \(6,\)"):

@@ -38,7 +38,7 @@ NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
                   "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video",
-                  "lockstep_timeout_s", "camera_every")
+                  "lockstep_timeout_s", "camera_every", "renderer")
 STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
 START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
 

@@ -37,13 +37,13 @@ class PickObjectEnv(gym.Env):
     def __init__(self, objects: int = 4, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
                  image_size: tuple[int, int] = SIM_IMAGE_SIZE, fps: int = FPS, max_steps: int = EPISODE_STEPS,
                  target_source: str = "selector", request: str | None = None, render_mode: str = "rgb_array",
-                 selector: Selector | None = None):
+                 selector: Selector | None = None, renderer: str = "tiny"):
         if target_source not in TARGET_SOURCES:
             raise ValueError(f"target_source must be one of {TARGET_SOURCES}, got {target_source!r}")
         if render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be 'rgb_array', got {render_mode!r}")
         self.object_count = objects
-        self.table = TableTop(camera_specs(tuple(cameras), *image_size), fps)
+        self.table = TableTop(camera_specs(tuple(cameras), *image_size), fps, renderer)
         self.cameras = list(self.table.rig.specs.values())
         self.fps = fps
         self.max_steps = max_steps

@@ -37,11 +37,11 @@ class StepOutcome:
 
 
 class TableTop:
-    def __init__(self, cameras: list[CameraSpec], fps: int):
+    def __init__(self, cameras: list[CameraSpec], fps: int, renderer: str = "tiny"):
         if PHYSICS_HZ % fps:
             raise ValueError(f"fps {fps} must divide the physics rate {PHYSICS_HZ} Hz")
         self.fps = fps
-        self.world = World()
+        self.world = World(renderer=renderer)
         self.robot = Robot(self.world)
         self.task = PickTask(self.world, self.robot)
         self.rig = CameraRig(self.world, self.robot, cameras)

@@ -6,8 +6,12 @@ edges, z up, the table top at z = 0. The arm's base stands on the near edge's mi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import os
+import pkgutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,11 +45,47 @@ def table_to_arm(xy: np.ndarray) -> np.ndarray:
     return np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], axis=-1)
 
 
-class Client:
-    """One pybullet connection (DIRECT: no window); pybullet's functions with this client's id filled in."""
+RENDERERS = {"tiny": pybullet.ER_TINY_RENDERER, "egl": pybullet.ER_BULLET_HARDWARE_OPENGL}
 
-    def __init__(self):
+
+@contextmanager
+def _c_stdout_to_stderr() -> Iterator[None]:
+    """C code's stdout (file descriptor 1) goes to stderr meanwhile: a command's stdout stays its own."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class Client:
+    """One pybullet connection (DIRECT: no window); pybullet's functions with this client's id filled in.
+    renderer "egl" loads pybullet's EGL plugin at once: it draws only the bodies created after it."""
+
+    def __init__(self, renderer: str = "tiny"):
+        if renderer not in RENDERERS:
+            raise ValueError(f"renderer must be one of {list(RENDERERS)}, got {renderer!r}")
         self.id = pybullet.connect(pybullet.DIRECT)
+        self.egl = renderer == "egl"
+        if self.egl:
+            egl = pkgutil.get_loader("eglRenderer")
+            with _c_stdout_to_stderr():  # the plugin reports its GL vendor and version with printf
+                plugin = -1 if egl is None else pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin",
+                                                                    physicsClientId=self.id)
+            if plugin < 0:
+                pybullet.disconnect(self.id)
+                raise RuntimeError("renderer 'egl': pybullet could not load its eglRenderer plugin ("
+                                   + ("not in this pybullet install" if egl is None else "no EGL library? on "
+                                      "Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri")
+                                   + "); renderer 'tiny' needs nothing")
+        self.renderer = RENDERERS[renderer]
+
+    def disconnect(self) -> None:
+        with _c_stdout_to_stderr() if self.egl else contextlib.nullcontext():
+            pybullet.disconnect(physicsClientId=self.id)
 
     def __getattr__(self, name: str):
         function = getattr(pybullet, name)
@@ -56,11 +96,11 @@ class World:
     """Owns the pybullet client: the table, bodies, joints, stepping, contacts and rendering.
     `clear()` starts from an empty simulation, so a seed fully fixes what is built after it."""
 
-    def __init__(self, physics_hz: int = PHYSICS_HZ):
+    def __init__(self, physics_hz: int = PHYSICS_HZ, renderer: str = "tiny"):
         if not pybullet.isNumpyEnabled():
             raise RuntimeError("pybullet was built without numpy (isNumpyEnabled() == 0): images would come back as "
                                "Python lists; rebuild it with `pip install --no-build-isolation pybullet` after numpy")
-        self.client = Client()
+        self.client = Client(renderer)
         self.physics_hz = physics_hz
 
     def close(self) -> None:
@@ -206,8 +246,9 @@ class World:
 
     # --- cameras -----------------------------------------------------------------------------------
     def render(self, view: np.ndarray, projection: np.ndarray, width: int, height: int) -> np.ndarray:
-        """An RGB image (height, width, 3) uint8 through TinyRenderer."""
-        _, _, rgba, _, _ = self.client.getCameraImage(
-            width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
-            renderer=pybullet.ER_TINY_RENDERER, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)
+        """An RGB image (height, width, 3) uint8 through the client's renderer (TinyRenderer or EGL)."""
+        with _c_stdout_to_stderr() if self.client.egl else contextlib.nullcontext():  # EGL's first frame prints
+            _, _, rgba, _, _ = self.client.getCameraImage(
+                width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
+                renderer=self.client.renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)
         return np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[..., :3]
