@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=1000)
     parser.add_argument("--objects", type=int, default=4)
+    parser.add_argument("--summary", type=Path, help="also write the rates and agreement here (JSON)")
     args = parser.parse_args()
     from act_node.config import checkpoint_cameras
 
@@ -116,6 +117,12 @@ def main() -> None:
     print(f"same success in {same_success}/{n}, same summed reward in {same_reward}/{n} "
           f"(lerobot-eval / act-sim eval):")
     print("\n".join(rows))
+    if args.summary:
+        args.summary.write_text(json.dumps({
+            "episodes": n, "lerobot_eval_s": theirs_s, "act_sim_eval_s": ours_s, "with_start": theirs_s / ours_s,
+            "lerobot_eval_per_min": theirs_rate, "act_sim_eval_per_min": ours_rate,
+            "once_started": ours_rate / theirs_rate, "same_success": same_success, "same_reward": same_reward},
+            indent=1))
 
 
 if __name__ == "__main__":

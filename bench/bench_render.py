@@ -1,13 +1,13 @@
 """Camera rendering, TinyRenderer against pybullet's EGL renderer plugin, side by side in one run.
 
-  tiny   pybullet.ER_TINY_RENDERER: pybullet's own software rasteriser, what the env renders with now
+  tiny   pybullet.ER_TINY_RENDERER: pybullet's own software rasteriser, the env's default
   egl    the eglRenderer plugin with ER_BULLET_HARDWARE_OPENGL: OpenGL through EGL, here Mesa's llvmpipe
          (a CPU renderer; on a machine with a GPU and its EGL driver the same call renders on the GPU)
 
-Two table-tops built by act_node.tabletop.env.PickObjectEnv(objects=4, cameras=("front",)) with the same seed,
-one per renderer (a pybullet client with the plugin loaded renders through it); each frame is the front
-camera's view rendered by the pybullet calls below, the env's render path without the env's render code (it
-is being reorganised). The two pictures are compared so that a faster renderer is not a different picture:
+Two table-tops built by act_node.tabletop.env.PickObjectEnv(objects=4, cameras=("front",), renderer=...) with
+the same seed, one per renderer (the sim's renderer:= / act-sim's --renderer); each frame is the front camera's
+view through the env's own render path (CameraRig.render). The two pictures are compared so that a faster
+renderer is not a different picture:
 mean absolute difference (0-255), the same with each channel's mean brightness matched (the renderers light
 the scene differently; what remains is geometry), and the share of pixels off by more than 32 in a channel.
 Rounds alternate the renderers; times are per frame.
@@ -18,50 +18,30 @@ Run: .venv/bin/python bench/bench_render.py [--frames 20] [--rounds 3] [--sizes 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import pkgutil
 import time
 from pathlib import Path
 
 import numpy as np
-import pybullet
 
-from act_node.tabletop.cameras import view_matrix
 from act_node.tabletop.env import PickObjectEnv
 
-RENDERERS = {"tiny": pybullet.ER_TINY_RENDERER, "egl": pybullet.ER_BULLET_HARDWARE_OPENGL}
+RENDERERS = ("tiny", "egl")
 SEED = 3
 
 
 class Table:
-    """A table-top and its front camera, rendered by one pybullet renderer through calls this bench owns."""
+    """A table-top and its front camera, rendered through the env's own path (CameraRig.render) by the
+    renderer the env was built with (PickObjectEnv(renderer=...))."""
 
     def __init__(self, renderer: str, size: tuple[int, int]):
-        self.env = PickObjectEnv(objects=4, cameras=("front",), image_size=size, target_source="truth")
-        self.client = self.env.world.client.id  # the pybullet connection the env builds its scene in
-        self.renderer = renderer
-        if renderer == "egl":
-            egl = pkgutil.get_loader("eglRenderer")
-            if egl is None:
-                raise RuntimeError("pybullet's eglRenderer module is missing from this pybullet install")
-            plugin = pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin", physicsClientId=self.client)
-            if plugin < 0:
-                raise RuntimeError("pybullet could not load the eglRenderer plugin (no EGL library? on Debian: "
-                                   "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri)")
-        self.env.reset(seed=SEED)  # after the plugin: it draws only the shapes made while it is loaded
-        camera = self.env.cameras[0]
-        position, optical = self.env.camera_pose(camera)
-        self.view = view_matrix(position, optical).T.flatten().tolist()  # column-major, as OpenGL reads it
-        self.projection = camera.projection().T.flatten().tolist()
-        self.height, self.width = size
+        self.env = PickObjectEnv(objects=4, cameras=("front",), image_size=size, target_source="truth",
+                                 renderer=renderer)
+        self.env.reset(seed=SEED)
 
     def render(self) -> np.ndarray:
-        """(H, W, 3) uint8 RGB of the front camera."""
-        _, _, rgba, _, _ = pybullet.getCameraImage(
-            self.width, self.height, viewMatrix=self.view, projectionMatrix=self.projection,
-            renderer=RENDERERS[self.renderer], flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0,
-            physicsClientId=self.client)
-        return np.asarray(rgba, dtype=np.uint8).reshape(self.height, self.width, 4)[..., :3]
+        return self.env.table.rig.render(["front"])["front"]
 
     def close(self) -> None:
         self.env.close()
@@ -82,6 +62,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", nargs="+", default=["240x320", "480x640"], help="HxW")
     parser.add_argument("--save", type=Path, help="write each renderer's picture here as .npy")
+    parser.add_argument("--summary", type=Path, help="also write the p50s here (JSON)")
     args = parser.parse_args()
     from tqdm import tqdm
 
@@ -117,6 +98,10 @@ def main() -> None:
         print(f"{text:>8} {p50['tiny']:>11.1f} {p50['egl']:>10.1f} {p90['tiny']:>8.1f} {p90['egl']:>8.1f} "
               f"{p50['tiny'] / p50['egl']:>8.2f} {difference.mean():>11.2f} {shape_difference:>9.2f} "
               f"{100 * (difference.max(axis=2) > 32).mean():>10.1f}%")
+
+    if args.summary:
+        args.summary.write_text(json.dumps({text: {"tiny_ms": p50["tiny"], "egl_ms": p50["egl"]}
+                                            for text, p50, *_ in results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int) -> None:
+def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int) -> dict:
     """The policy node in its own process, as in the graph (`python -m act_node.nodes.policy_node`, the
     package's Fast DDS profile): this process publishes an observation (two camera images and the joints,
     built from numpy) and takes the time until the chunk is back here as numpy (`chunk_actions`), against
@@ -124,6 +124,8 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
           f"inside the node p50 {statistics.median(inside[3:]) * 1000:.1f} ms")
     executor.remove_node(probe)
     probe.destroy_node()
+    return {"ros_ms": ros_ms, "direct_ms": direct_ms, "ratio": ros_ms / direct_ms,
+            "inside_ms": statistics.median(inside[3:]) * 1000}
 
 
 PUBLISHER = """
@@ -176,7 +178,7 @@ def image_transport(executor, repeat: int) -> None:
     print(f"the same frame copied in one process: p50 {percentile(copies, 50) * 1000:.3f} ms")
 
 
-def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], seconds: float) -> None:
+def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], seconds: float) -> dict:
     """`act-sim launch clock:=realtime` with the policy node on `checkpoint` (its own processes, as a user runs
     it; target from the sim's truth, no selector): sim seconds per wall second from /clock over `seconds`
     once the first episode runs, and the chunks that came meanwhile."""
@@ -200,7 +202,83 @@ def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], s
         raise SystemExit(f"no clock from the graph: {listener.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
     sim_s, wall_s, chunks = json.loads(listener.stdout.strip().splitlines()[-1])
     print(f"sim realtime factor, policy node attached ({label}), cameras {size[0]}x{size[1]}: "
-          f"{sim_s / wall_s:.2f} ({sim_s:.1f} sim s in {wall_s:.1f} wall s, {chunks} chunks)")
+          f"{sim_s / wall_s:.3f} ({sim_s:.2f} sim s in {wall_s:.2f} wall s, {chunks} chunks)")
+    return {"label": label, "factor": sim_s / wall_s, "chunks": chunks, "wall_s": wall_s}
+
+
+def graph_images(seconds: float, size: tuple[int, int], with_profile: bool) -> dict:
+    """`act-sim launch clock:=realtime camera_every:=1 renderer:=egl` (the expert drives: it takes no images)
+    and, in another process, a viewer of the graph's two camera topics (raw, best effort, image_array on
+    each): per camera, frames against the ticks /clock announced, ticks without a frame, and how long after
+    the tick's /clock message each frame was read, with or without act_node's environment in the viewer."""
+    import signal
+    import subprocess
+
+    from act_node.dds import profile_environment
+
+    domain = str(int(os.environ["ROS_DOMAIN_ID"]) + 2)
+    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "policy:=expert",
+                              "camera_every:=1", "renderer:=egl", f"image_height:={size[0]}",
+                              f"image_width:={size[1]}", "target_source:=truth", "episodes:=1000",
+                              "record_video:=false"],
+                             env={**os.environ, "ROS_DOMAIN_ID": domain}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    viewer_env = {**os.environ, "ROS_DOMAIN_ID": domain, **(profile_environment() if with_profile else {})}
+    viewer = subprocess.run([sys.executable, "-c", IMAGE_VIEWER, str(seconds)], capture_output=True, text=True,
+                            env=viewer_env, timeout=seconds + 300)
+    os.killpg(graph.pid, signal.SIGINT)
+    try:
+        graph.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(graph.pid, signal.SIGKILL)
+    if viewer.returncode != 0:
+        raise SystemExit(f"the viewer saw nothing: {viewer.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
+    result = json.loads(viewer.stdout.strip().splitlines()[-1])
+    label = "with act_node's environment" if with_profile else "without it"
+    for camera, r in result["cameras"].items():
+        print(f"graph cameras {size[0]}x{size[1]} to an outside viewer {label}: {camera} {r['frames']} frames for "
+              f"{result['ticks']} ticks ({result['ticks'] / result['wall_s']:.1f} ticks/s), {r['missing']} ticks "
+              f"without one, read p50 {r['p50_ms']:.2f} ms, p90 {r['p90_ms']:.2f} ms after the tick's /clock "
+              f"(the sim renders both cameras after it)")
+    return {**result, "with_profile": with_profile, "size": list(size)}
+
+
+IMAGE_VIEWER = """
+import json, sys, time
+import numpy as np, rclpy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image
+from act_node.nodes.messages import SENSOR, image_array, image_stamp, seconds_of
+rclpy.init()
+node = rclpy.create_node("bench_viewer")
+clock, frames = {}, {"front": {}, "wrist": {}}
+node.create_subscription(Clock, "/clock", lambda m: clock.setdefault(round(seconds_of(m.clock), 6), time.monotonic()),
+                         10)
+def on_image(camera, data):
+    image_array(data)
+    frames[camera].setdefault(round(image_stamp(data), 6), time.monotonic())
+for camera in frames:
+    node.create_subscription(Image, f"/camera/{camera}/image_raw", lambda m, c=camera: on_image(c, m), SENSOR,
+                             raw=True)
+deadline = time.monotonic() + 240
+while not all(frames.values()) and time.monotonic() < deadline:
+    rclpy.spin_once(node, timeout_sec=0.1)
+if not all(frames.values()):
+    sys.exit("no frames within 240 s")
+began = time.monotonic()
+clock.clear()
+for seen in frames.values():
+    seen.clear()
+while time.monotonic() - began < float(sys.argv[1]):
+    rclpy.spin_once(node, timeout_sec=0.1)
+ticks = sorted(clock)[:-3]  # the last ticks' frames may still be on their way
+result = {"ticks": len(ticks), "wall_s": clock[ticks[-1]] - clock[ticks[0]], "cameras": {}}
+for camera, seen in frames.items():
+    late = [1000 * (seen[t] - clock[t]) for t in ticks if t in seen]
+    result["cameras"][camera] = {"frames": len(late), "missing": sum(t not in seen for t in ticks),
+                                 "p50_ms": float(np.median(late)), "p90_ms": float(np.percentile(late, 90))}
+print(json.dumps(result))
+"""
 
 
 CLOCK_LISTENER = """
@@ -224,8 +302,7 @@ seen.clear(); chunks[0] = 0
 end = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < end:
     rclpy.spin_once(node, timeout_sec=0.1)
-# sim time advances within an episode and restarts at 0 with the next: add up the forward steps
-sim = sum(max(0.0, b[0] - a[0]) for a, b in zip(seen, seen[1:]))
+sim = seen[-1][0] - seen[0][0]  # the sim's clock runs on across episodes
 print(json.dumps([sim, seen[-1][1] - seen[0][1], chunks[0]]))
 """
 
@@ -234,9 +311,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--only", choices=("chunk", "transport", "realtime"), help="one of the three figures")
+    parser.add_argument("--only", nargs="+", choices=("chunk", "transport", "realtime", "graph_images"),
+                        help="some of the figures")
+    parser.add_argument("--summary", type=Path, help="also write the chunk and realtime figures here (JSON)")
     args = parser.parse_args()
-    wanted = {args.only} if args.only else {"chunk", "transport", "realtime"}
+    wanted = set(args.only or ("chunk", "transport", "realtime", "graph_images"))
+    summary: dict = {}
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     rclpy.init()
@@ -248,24 +328,29 @@ def main() -> None:
             record(env, "local/bench", Path(scratch) / "data", episodes=1)
             dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
             checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
-            request_to_chunk(executor, checkpoint, env, args.repeat)
+            summary["chunk"] = request_to_chunk(executor, checkpoint, env, args.repeat)
             env.close()
     if "transport" in wanted:
         image_transport(executor, args.repeat * 5)
     if "realtime" in wanted:
         from act_node.config import shipped_checkpoint
 
-        realtime_factor(shipped_checkpoint(), "the shipped ACT: no images, so no camera is rendered", (240, 320),
-                        args.seconds)
+        summary["realtime"] = [realtime_factor(shipped_checkpoint(), "the shipped ACT: no images, so no camera is "
+                                               "rendered", (240, 320), args.seconds)]
         with tempfile.TemporaryDirectory() as scratch:
             env = PickObjectEnv(objects=4, image_size=(240, 320))
             record(env, "local/bench", Path(scratch) / "data", episodes=1)
             env.close()
             dataset = LeRobotDataset("local/bench", root=Path(scratch) / "data", video_backend="pyav")
             checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
-            realtime_factor(checkpoint, "ACT on both cameras, untrained, documented size", (240, 320), args.seconds)
+            summary["realtime"].append(realtime_factor(checkpoint, "ACT on both cameras, untrained, documented size",
+                                                       (240, 320), args.seconds))
+    if "graph_images" in wanted:
+        summary["graph_images"] = [graph_images(args.seconds, (480, 640), profile) for profile in (True, False)]
     executor.shutdown()
     rclpy.try_shutdown()
+    if args.summary:
+        args.summary.write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

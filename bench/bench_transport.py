@@ -238,6 +238,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of every configuration, in turn")
     parser.add_argument("--sizes", nargs="+", default=["480x640", "720x1280"], help="HxW")
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS), choices=list(CONFIGURATIONS))
+    parser.add_argument("--summary", type=Path, help="also write each configuration's totals here (JSON)")
     parser.add_argument("--role", choices=["publish", "receive", "stages"], help=argparse.SUPPRESS)
     parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -274,6 +275,14 @@ def main() -> None:
             print(f"{r['received']:>4}/{r['sent']:<4} {r['whole']:>6} {r['gaps']:>5} {r['p50_ms']:>7.2f} "
                   f"{r['p90_ms']:>7.2f} {r['publish_ms']:>10.2f} {r['sender_cpu_ms']:>8.2f} "
                   f"{r['receiver_cpu_ms']:>8.2f}")
+    if args.summary:
+        summary: dict = {}
+        for (size, name), runs_of in results.items():
+            summary.setdefault(f"{size[0]}x{size[1]}", {})[name] = {
+                **{k: sum(x[k] for x in runs_of) for k in ("received", "sent", "whole", "gaps")},
+                **{k: float(np.median([x[k] for x in runs_of])) for k in ("p50_ms", "p90_ms")},
+                "load": [load_before[0], load_after[0]]}
+        args.summary.write_text(json.dumps(summary, indent=1))
     print("(whole: frames identical to what was sent; gaps: runs of consecutive lost frames; latency: stamp "
           "before building to the end of image_array; cpu: process CPU ms per frame)")
     for size in sizes:
