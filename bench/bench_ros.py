@@ -100,7 +100,7 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
         news.clear()
         sent = time.perf_counter()
         for camera, publisher in images.items():
-            publisher.publish(messages.image_message(observation["pixels"][camera], stamp, camera))
+            publisher.publish(messages.serialized_image(observation["pixels"][camera], stamp, camera))  # as the sim
         joints.publish(messages.joint_state_message(so101.from_lerobot(observation["agent_pos"]), np.zeros(6), stamp))
         while stamp not in arrived and time.perf_counter() - sent < 10:
             news.wait(0.5)
