@@ -178,29 +178,39 @@ def image_transport(executor, repeat: int) -> None:
     print(f"the same frame copied in one process: p50 {percentile(copies, 50) * 1000:.3f} ms")
 
 
-def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], seconds: float) -> dict:
-    """`act-sim launch clock:=realtime` with the policy node on `checkpoint` (its own processes, as a user runs
-    it; target from the sim's truth, no selector): sim seconds per wall second from /clock over `seconds`
-    once the first episode runs, and the chunks that came meanwhile."""
+def beside_a_graph(launch: list[str], watcher: str, seconds: float, domain_offset: int,
+                   watcher_env: dict | None = None) -> str:
+    """`act-sim launch <launch>` in a domain of its own, and a watcher script (python -c) beside it for
+    `seconds` once it sees the graph; the graph is then stopped (SIGINT to its group, SIGKILL after 60 s).
+    The watcher's last line of output, or SystemExit with both stderrs."""
     import signal
     import subprocess
 
-    domain = str(int(os.environ["ROS_DOMAIN_ID"]) + 1)  # its own domain: nothing else of this bench hears it
-    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "policy:=act",
-                              f"checkpoint:={checkpoint}", f"image_height:={size[0]}", f"image_width:={size[1]}",
-                              "target_source:=truth", "episodes:=1000", "record_video:=false"],
-                             env={**os.environ, "ROS_DOMAIN_ID": domain}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    listener = subprocess.run([sys.executable, "-c", CLOCK_LISTENER, str(seconds)], capture_output=True, text=True,
-                              env={**os.environ, "ROS_DOMAIN_ID": domain}, timeout=seconds + 300)
+    domain = {"ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + domain_offset)}  # nothing else hears it
+    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "target_source:=truth",
+                              "episodes:=1000", "record_video:=false", *launch],
+                             env={**os.environ, **domain}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    watched = subprocess.run([sys.executable, "-c", watcher, str(seconds)], capture_output=True, text=True,
+                             env={**os.environ, **(watcher_env or {}), **domain}, timeout=seconds + 300)
     os.killpg(graph.pid, signal.SIGINT)
     try:
         graph.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(graph.pid, signal.SIGKILL)
-    if listener.returncode != 0:
-        raise SystemExit(f"no clock from the graph: {listener.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
-    sim_s, wall_s, chunks = json.loads(listener.stdout.strip().splitlines()[-1])
+    if watched.returncode != 0:
+        raise SystemExit(f"nothing seen of the graph: {watched.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
+    return watched.stdout.strip().splitlines()[-1]
+
+
+def realtime_factor(checkpoint: Path | str, label: str, size: tuple[int, int], seconds: float) -> dict:
+    """`act-sim launch clock:=realtime` with the policy node on `checkpoint` (its own processes, as a user runs
+    it; target from the sim's truth, no selector): sim seconds per wall second from /clock over `seconds`
+    from the policy's first chunk on (the sim ticks while the policy node still loads), and the chunks that
+    came meanwhile."""
+    last = beside_a_graph(["policy:=act", f"checkpoint:={checkpoint}", f"image_height:={size[0]}",
+                           f"image_width:={size[1]}"], CLOCK_LISTENER, seconds, 1)
+    sim_s, wall_s, chunks = json.loads(last)
     print(f"sim realtime factor, policy node attached ({label}), cameras {size[0]}x{size[1]}: "
           f"{sim_s / wall_s:.3f} ({sim_s:.2f} sim s in {wall_s:.2f} wall s, {chunks} chunks)")
     return {"label": label, "factor": sim_s / wall_s, "chunks": chunks, "wall_s": wall_s}
@@ -211,29 +221,12 @@ def graph_images(seconds: float, size: tuple[int, int], with_profile: bool) -> d
     and, in another process, a viewer of the graph's two camera topics (raw, best effort, image_array on
     each): per camera, frames against the ticks /clock announced, ticks without a frame, and how long after
     the tick's /clock message each frame was read, with or without act_node's environment in the viewer."""
-    import signal
-    import subprocess
-
     from act_node.dds import profile_environment
 
-    domain = str(int(os.environ["ROS_DOMAIN_ID"]) + 2)
-    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "policy:=expert",
-                              "camera_every:=1", "renderer:=egl", f"image_height:={size[0]}",
-                              f"image_width:={size[1]}", "target_source:=truth", "episodes:=1000",
-                              "record_video:=false"],
-                             env={**os.environ, "ROS_DOMAIN_ID": domain}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    viewer_env = {**os.environ, "ROS_DOMAIN_ID": domain, **(profile_environment() if with_profile else {})}
-    viewer = subprocess.run([sys.executable, "-c", IMAGE_VIEWER, str(seconds)], capture_output=True, text=True,
-                            env=viewer_env, timeout=seconds + 300)
-    os.killpg(graph.pid, signal.SIGINT)
-    try:
-        graph.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(graph.pid, signal.SIGKILL)
-    if viewer.returncode != 0:
-        raise SystemExit(f"the viewer saw nothing: {viewer.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
-    result = json.loads(viewer.stdout.strip().splitlines()[-1])
+    last = beside_a_graph(["policy:=expert", "camera_every:=1", "renderer:=egl", f"image_height:={size[0]}",
+                           f"image_width:={size[1]}"], IMAGE_VIEWER, seconds, 2,
+                          profile_environment() if with_profile else None)
+    result = json.loads(last)
     label = "with act_node's environment" if with_profile else "without it"
     for camera, r in result["cameras"].items():
         print(f"graph cameras {size[0]}x{size[1]} to an outside viewer {label}: {camera} {r['frames']} frames for "
@@ -294,10 +287,10 @@ node.create_subscription(Clock, "/clock", lambda m: seen.append((seconds_of(m.cl
 node.create_subscription(JointTrajectory, "/act/action_chunk", lambda m: chunks.__setitem__(0, chunks[0] + 1),
                          RELIABLE, raw=True)
 deadline = time.monotonic() + 240
-while not seen and time.monotonic() < deadline:
+while not (seen and chunks[0]) and time.monotonic() < deadline:  # the policy answers: measure from here
     rclpy.spin_once(node, timeout_sec=0.1)
-if not seen:
-    sys.exit("no /clock within 240 s")
+if not (seen and chunks[0]):
+    sys.exit(f"within 240 s: {len(seen)} /clock messages, {chunks[0]} chunks")
 seen.clear(); chunks[0] = 0
 end = time.monotonic() + float(sys.argv[1])
 while time.monotonic() < end:

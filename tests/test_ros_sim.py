@@ -56,18 +56,24 @@ def test_bad_chunks_reach_nothing_in_the_sim_and_a_good_one_after_them_does(sim,
     retire(ros, sender)
 
 
-def test_the_sim_renders_a_camera_only_at_the_ticks_the_policy_answers(sim, ros):
+def camera_listener(ros, name: str) -> tuple[Node, list[float], list[float]]:
+    """A node noting the stamps of the front camera's images and of the joint states, on the executor."""
     from sensor_msgs.msg import Image, JointState
 
     from act_node.nodes.messages import SENSOR
 
-    listener = Node("camera_listener")
+    listener = Node(name)
     images, joints = [], []
     listener.create_subscription(Image, "/camera/front/image_raw",
                                  lambda m: images.append(messages.seconds_of(m.header.stamp)), SENSOR)
     listener.create_subscription(JointState, "/joint_states",
                                  lambda m: joints.append(messages.seconds_of(m.header.stamp)), SENSOR)
     ros.add_node(listener)
+    return listener, images, joints
+
+
+def test_the_sim_renders_a_camera_only_at_the_ticks_the_policy_answers(sim, ros):
+    listener, images, joints = camera_listener(ros, "camera_listener")
     start = sim.sim.start.stamp_s
     ticks = lambda stamps: {round((s - start) * 30) for s in stamps}  # noqa: E731
     # no policy: the sim holds a tick every time it gives up waiting; replan_every is 10
@@ -80,19 +86,11 @@ def test_the_sim_renders_a_camera_only_at_the_ticks_the_policy_answers(sim, ros)
 
 def test_in_realtime_the_cameras_render_at_the_start_after_each_chunk_and_after_a_second_without(ros, tmp_path):
     from rclpy.parameter import Parameter
-    from sensor_msgs.msg import Image, JointState
 
-    from act_node.nodes.messages import SENSOR
     from act_node.nodes.sim_node import SimNode
 
-    listener = Node("realtime_camera_listener")
-    images, joints = [], []
-    listener.create_subscription(Image, "/camera/front/image_raw",
-                                 lambda m: images.append(messages.seconds_of(m.header.stamp)), SENSOR)
-    listener.create_subscription(JointState, "/joint_states",
-                                 lambda m: joints.append(messages.seconds_of(m.header.stamp)), SENSOR)
+    listener, images, joints = camera_listener(ros, "realtime_camera_listener")
     sender = listener.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
-    ros.add_node(listener)
     sim = SimNode(parameter_overrides=[
         Parameter("clock", value="realtime"), Parameter("image_height", value=48), Parameter("image_width", value=64),
         Parameter("objects", value=2), Parameter("video_dir", value=str(tmp_path)),
