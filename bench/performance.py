@@ -71,7 +71,7 @@ def table(transport: dict, ros: dict, evaluation: dict, render: dict) -> str:
     for r in ros["realtime"]:
         rows.append(f"| sim realtime factor, 2 cameras 240x320, policy node attached: {r['label']} | 0.65, no "
                     f"policy attached | {r['factor']:.3f} ({r['chunks']} chunks in {r['wall_s']:.0f} s) | >= 1.0 "
-                    f"(0.99: a 30 Hz timer's ceiling is 1.0) | {mark(r['factor'] >= 0.99)} |")
+                    f"(to a tick over the window) | {mark(r['factor'] >= 1.0 - 1.0 / (30 * r['wall_s']))} |")
     for r in ros["graph_images"]:
         cameras = r["cameras"]
         frames = sum(c["frames"] for c in cameras.values())

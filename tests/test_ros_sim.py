@@ -115,6 +115,45 @@ def test_in_realtime_the_cameras_render_at_the_start_after_each_chunk_and_after_
         retire(ros, sim, listener)
 
 
+def test_in_realtime_a_tick_that_overruns_is_made_up_so_the_sim_keeps_to_the_wall_clock(ros, tmp_path):
+    from rclpy.parameter import Parameter
+
+    from act_node.nodes.sim_node import SimNode
+
+    arrived = []  # (wall time, sim seconds) of each joint state
+    listener = Node("realtime_clock_listener")
+    listener.create_subscription(messages.JointState, "/joint_states", lambda m: arrived.append(
+        (time.monotonic(), messages.seconds_of(m.header.stamp))), messages.SENSOR)
+    ros.add_node(listener)
+    sim = SimNode(parameter_overrides=[
+        Parameter("clock", value="realtime"), Parameter("cameras", value=["front"]),
+        Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
+        Parameter("max_steps", value=3000), Parameter("video_dir", value=str(tmp_path)),
+        Parameter("record_video", value=False)])
+    start = sim.sim.start.stamp_s
+    tick_of = lambda seconds: round((seconds - start) * 30)  # noqa: E731
+    step = sim.sim.step
+
+    def stall_once():  # tick 20 takes 0.3 s (nine periods), as a long render or a scene build would
+        if sim.sim.tick - sim.sim.start_tick == 20:
+            time.sleep(0.3)
+        return step()
+
+    sim.sim.step = stall_once
+    ros.add_node(sim)
+    try:
+        assert wait_for(lambda: arrived and tick_of(arrived[-1][1]) >= 75, seconds=30.0), "the sim did not tick on"
+
+        def ticks_behind(first: int, last: int) -> float:  # wall time between two ticks, in periods, less ticks
+            (t0, k0), (t1, k1) = [next((t, tick_of(s)) for t, s in arrived if tick_of(s) >= k) for k in (first, last)]
+            return (t1 - t0) * 30 - (k1 - k0)
+
+        assert ticks_behind(5, 15) < 2, arrived[:20]
+        assert ticks_behind(5, 75) < 3, f"{ticks_behind(5, 75):.1f} ticks behind the wall clock after the stall"
+    finally:
+        retire(ros, sim, listener)
+
+
 def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     from act_node.nodes.selector_node import SelectorNode
 

@@ -18,6 +18,7 @@ completes and the process exits with 0.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 import time
 from collections import deque
@@ -58,6 +59,7 @@ from act_node.tabletop.env import side_by_side
 from act_node.tabletop.objects import KINDS
 from act_node.tabletop.video import caption
 
+CATCH_UP_TICKS = 3  # realtime: at most this many extra ticks in one timer call, to regain the wall clock
 # what `ros2 param set` changes while the sim runs: the executor reads these at every tick
 CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
 
@@ -122,6 +124,8 @@ class SimNode(Node):
             self.timer = self.create_timer(self.republish_s, self.on_waiting)
             self.stepper = self.create_guard_condition(self.step_while_ready)
         self.waiting_since = time.monotonic()
+        self.schedule_origin: float | None = None  # realtime: wall time of tick 0 of the schedule (step_once)
+        self.scheduled = 0  # ticks stepped on that schedule
         self.closed = False
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         if get("autostart"):
@@ -261,9 +265,21 @@ class SimNode(Node):
             self._step()
 
     def step_once(self) -> None:
-        """Realtime: one tick per timer call."""
+        """Realtime: the ticks the wall clock says are due, normally one per timer call. rcl's timer skips the
+        periods a late callback missed, so a tick that overran its period (cameras rendering, a new episode's
+        scene being built) would put the sim behind real time for good; the ticks it cost follow, up to
+        CATCH_UP_TICKS more in one call. More than a second behind (a stall), or with no episode running,
+        the schedule restarts from now."""
         with self.lock:
-            self._step()
+            now, period = time.monotonic(), 1.0 / self.config.fps
+            if self.schedule_origin is None or not self.sim.running:
+                self.schedule_origin, self.scheduled = now - 0.5 * period, 0  # half a period of timer jitter
+            due = math.floor((now - self.schedule_origin) / period) + 1 - self.scheduled
+            if due > self.config.fps:  # more than a second behind: start the schedule again from now
+                self.schedule_origin, due = now - (self.scheduled + 0.5) * period, 1
+            for _ in range(min(max(due, 0), 1 + CATCH_UP_TICKS)):
+                self._step()
+                self.scheduled += 1
 
     def _step(self) -> None:
         if self.closed or not self.sim.running:
