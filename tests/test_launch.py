@@ -25,7 +25,7 @@ SMALL_GRAPH = ["policy:=expert", "episodes:=0", "objects:=2", "image_height:=48"
 
 # --- the runner, with a node whose cleanup takes a second ---------------------------------------------
 SLOW_NODE = '''
-import sys, time
+import os, signal, sys, time
 import rclpy.signals
 from rclpy.node import Node
 from act_node.nodes.runner import run
@@ -44,6 +44,9 @@ class SlowCleanup(Node):
         else:
             self.create_timer(0.05, lambda: None)
         print("spinning", flush=True)
+        if sys.argv[1] == "stopped_while_built":  # a supervisor's SIGTERM lands as the build ends
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # rclpy's handler thread shuts the context down meanwhile
 
     def destroy_node(self):
         time.sleep(1.0)
@@ -96,6 +99,14 @@ def test_a_stop_signal_ends_a_node_that_nothing_else_wakes(tmp_path):
         pytest.fail("the node still spins 10 s after SIGINT")
     assert node.returncode == 0, err
     assert "cleaned up" in out
+
+
+def test_a_stop_signal_as_the_build_ends_still_cleans_the_node_up(tmp_path):
+    node = start_slow_node(tmp_path, "stopped_while_built")
+    out, err = node.communicate(timeout=30)
+    assert node.returncode == 0, err
+    assert "cleaned up" in out, err  # destroy_node ran: the arm node turns torque off there
+    assert "Traceback" not in err, err
 
 
 def test_a_refusal_is_one_line_with_code_2_and_a_bug_keeps_its_traceback(tmp_path):

@@ -87,14 +87,18 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
 
     code: int | str | None = 0
     stopped = False
-    executor = rclpy.get_global_executor()
+    executor = None
     try:
         done = getattr(node, "done", None)  # a node whose work ends (the sim's episodes) completes this future
-        executor.add_node(node)
+        # a stop signal as the build ended may have shut the context down: no executor can be made then
+        executor = rclpy.get_global_executor() if rclpy.ok() else None
+        if executor is not None:
+            executor.add_node(node)
         # rclpy.spin() would wait for ever here: see POLL_S
-        while rclpy.ok() and signals.received is None and not (done is not None and done.done()):
+        finished = lambda: done is not None and done.done()  # noqa: E731
+        while executor is not None and rclpy.ok() and signals.received is None and not finished():
             executor.spin_once(timeout_sec=POLL_S)
-        if done is not None and done.done():
+        if finished():
             code = done.result()
         else:  # a signal: noted by StopSignals, or the context shut down by rclpy's handler
             stopped = True
@@ -113,7 +117,8 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
         stopped = stopped or signals.received is not None
         work_left = getattr(node, "work_left", None)
         left = work_left() if stopped and callable(work_left) else None
-        executor.remove_node(node)
+        if executor is not None:
+            executor.remove_node(node)
         node.destroy_node()
         rclpy.try_shutdown()
     if left:
