@@ -148,49 +148,69 @@ def serialized_image(image: np.ndarray, stamp_s: float, frame: str) -> bytes:
     return struct.pack(">HH", CDR_LE, 0) + body + pixels.data
 
 
+class _CdrReader:
+    """A cursor over a serialized message (plain CDR or plain CDR2, either byte order): the encapsulation
+    header read and checked, then fields in order, each aligned to its size from the header's end (to at
+    most `max_alignment`: 8 in plain CDR); MessageError, naming `what`, when the bytes are no such message."""
+
+    def __init__(self, serialized: bytes | memoryview, what: str):
+        view = memoryview(serialized).cast("B")
+        if len(view) < 4:
+            raise MessageError(f"serialized {what} is {len(view)} bytes, shorter than its 4-byte CDR header")
+        self.representation = int.from_bytes(view[:2], "big")
+        if self.representation not in _CDR_BYTE_ORDER:
+            raise MessageError(f"serialized {what} has CDR representation {self.representation:#06x}, expected "
+                               f"one of {[hex(r) for r in _CDR_BYTE_ORDER]}")
+        self.what, self.order, self.payload, self.offset = what, _CDR_BYTE_ORDER[self.representation], view[4:], 0
+
+    def _ends_early(self) -> MessageError:
+        return MessageError(f"serialized {self.what} ends at byte {len(self.payload)}, inside its fields")
+
+    def read(self, kind: str) -> int:
+        size = struct.calcsize(kind)
+        self.offset += -self.offset % size
+        if self.offset + size > len(self.payload):
+            raise self._ends_early()
+        (value,) = struct.unpack_from(self.order + kind, self.payload, self.offset)
+        self.offset += size
+        return value
+
+    def string(self) -> str:
+        length = self.read("I")
+        if length == 0 or self.offset + length > len(self.payload):
+            raise MessageError(f"serialized {self.what} has a string of {length} bytes at byte {self.offset}, "
+                               f"beyond its {len(self.payload)} bytes")
+        text = bytes(self.payload[self.offset:self.offset + length - 1]).decode(errors="replace")
+        self.offset += length
+        return text
+
+    def doubles(self) -> np.ndarray:
+        """A sequence of float64, read in place."""
+        count = self.read("I")
+        if not count:  # an empty sequence has no padding
+            return np.empty(0)
+        self.offset += -self.offset % 8
+        if self.offset + 8 * count > len(self.payload):
+            raise self._ends_early()
+        values = np.frombuffer(self.payload, dtype=np.dtype(self.order + "f8"), count=count, offset=self.offset)
+        self.offset += 8 * count
+        return values
+
+
 def _cdr_image_fields(serialized: bytes | memoryview) -> ImageFields:
     """Read the fields of a serialized sensor_msgs/Image (CDR or plain CDR2, either byte order) without
     copying its pixels; MessageError when the bytes are no such message."""
-    view = memoryview(serialized).cast("B")
-    if len(view) < 4:
-        raise MessageError(f"serialized image is {len(view)} bytes, shorter than its 4-byte CDR header")
-    representation = int.from_bytes(view[:2], "big")
-    if representation not in _CDR_BYTE_ORDER:
-        raise MessageError(f"serialized image has CDR representation {representation:#06x}, expected one of "
-                           f"{[hex(r) for r in _CDR_BYTE_ORDER]}")
-    order, payload = _CDR_BYTE_ORDER[representation], view[4:]
-    offset = 0
-
-    def read(kind: str) -> int:
-        nonlocal offset
-        size = struct.calcsize(kind)
-        offset += -offset % size
-        if offset + size > len(payload):
-            raise MessageError(f"serialized image ends at byte {len(payload)}, inside its fields")
-        (value,) = struct.unpack_from(order + kind, payload, offset)
-        offset += size
-        return value
-
-    def read_string() -> str:
-        nonlocal offset
-        length = read("I")
-        if length == 0 or offset + length > len(payload):
-            raise MessageError(f"serialized image has a string of {length} bytes at byte {offset}, "
-                               f"beyond its {len(payload)} bytes")
-        text = bytes(payload[offset:offset + length - 1]).decode(errors="replace")
-        offset += length
-        return text
-
-    sec, nanosec = read("i"), read("I")
-    frame = read_string()
-    height, width = read("I"), read("I")
-    encoding = read_string()
-    read("B")  # is_bigendian: of multi-byte pixels only; rgb8 and bgr8 have none
-    step, size = read("I"), read("I")
-    if offset + size > len(payload):
-        raise MessageError(f"serialized image promises {size} bytes of data but holds {len(payload) - offset}")
+    cdr = _CdrReader(serialized, "image")
+    sec, nanosec = cdr.read("i"), cdr.read("I")
+    frame = cdr.string()
+    height, width = cdr.read("I"), cdr.read("I")
+    encoding = cdr.string()
+    cdr.read("B")  # is_bigendian: of multi-byte pixels only; rgb8 and bgr8 have none
+    step, size = cdr.read("I"), cdr.read("I")
+    if cdr.offset + size > len(cdr.payload):
+        raise MessageError(f"serialized image promises {size} bytes of data but holds {len(cdr.payload) - cdr.offset}")
     return ImageFields(sec + nanosec * 1e-9, frame, height, width, encoding, step,
-                       payload[offset:offset + size])
+                       cdr.payload[cdr.offset:cdr.offset + size])
 
 
 def image_fields(message: Image | bytes) -> ImageFields:
@@ -306,6 +326,7 @@ def serialized_chunk(actions_rad: np.ndarray, stamp_s: float, fps: float,
     parts.append(b"\0" * (-offset % 4) + struct.pack("<I", len(actions)))
     offset += -offset % 4 + 4
     joints = actions.shape[1]
+    seconds, nanoseconds = _step_durations(len(actions), fps)
     start = offset + (-(offset + 4) % 8) + 4  # the first point's first double
     stride = (start - offset) + 8 * joints + 20  # its positions, three empty sequences, the duration
     if stride % 8 == 0 and joints:  # every point has the first one's layout: write them all at once
@@ -315,21 +336,19 @@ def serialized_chunk(actions_rad: np.ndarray, stamp_s: float, fps: float,
             return np.ndarray((len(actions), count), dtype=np.dtype(dtype), buffer=block, offset=at - offset,
                               strides=(stride, np.dtype(dtype).itemsize))
 
-        seconds, nanoseconds = _step_durations(len(actions), fps)
         column("<u4", offset)[:, 0] = joints
         column("<f8", start, joints)[:] = actions
         column("<i4", start + 8 * joints + 12)[:, 0] = seconds
         column("<u4", start + 8 * joints + 16)[:, 0] = nanoseconds
         return b"".join(parts) + block.tobytes()
     row_bytes = 8 * joints
-    for k, row in enumerate(actions):
-        duration = to_duration(k / fps)
+    for row, sec, nanosec in zip(actions, seconds, nanoseconds):
         count = b"\0" * (-offset % 4) + struct.pack("<I", len(row))
         offset += len(count)
         padding = b"\0" * (-offset % 8 if len(row) else 0)
         offset += len(padding) + row_bytes
         parts += [count, padding, row.tobytes()]
-        tail = b"\0" * (-offset % 4) + _POINT_TAIL.pack(0, 0, 0, duration.sec, duration.nanosec)
+        tail = b"\0" * (-offset % 4) + _POINT_TAIL.pack(0, 0, 0, sec, nanosec)
         offset += len(tail)
         parts.append(tail)
     return b"".join(parts)
@@ -339,76 +358,35 @@ def _cdr_chunk_fields(serialized: bytes | memoryview) -> tuple[float, list[str],
     """(stamp seconds, joint names, times_from_start, positions per point) of a serialized JointTrajectory in
     plain CDR; MessageError when the bytes end early. Another representation: rclpy deserializes it."""
     view = memoryview(serialized).cast("B")
-    if len(view) < 4:
-        raise MessageError(f"serialized chunk is {len(view)} bytes, shorter than its 4-byte CDR header")
-    representation = int.from_bytes(view[:2], "big")
-    if representation not in (CDR_LE, CDR_BE):  # XCDR2 aligns doubles to 4 and adds size headers
-        from rclpy.serialization import deserialize_message
+    if len(view) >= 4 and int.from_bytes(view[:2], "big") not in (CDR_LE, CDR_BE):
+        from rclpy.serialization import deserialize_message  # XCDR2 aligns doubles to 4 and adds size headers
 
         try:
             message = deserialize_message(bytes(view), JointTrajectory)
         except Exception as error:  # rclpy says RMWError or similar; the bytes are what is wrong
             raise MessageError(f"serialized chunk does not deserialize as a JointTrajectory: {error}") from None
         return _chunk_fields(message)
-    order, payload = _CDR_BYTE_ORDER[representation], view[4:]
-    u32, i32 = struct.Struct(order + "I"), struct.Struct(order + "i")
-    doubles = np.dtype(order + "f8")
-    try:
-        sec, nanosec = i32.unpack_from(payload, 0)[0], u32.unpack_from(payload, 4)[0]
-        offset = 8
-
-        def string() -> str:
-            nonlocal offset
-            offset += -offset % 4
-            (length,) = u32.unpack_from(payload, offset)
-            if length == 0 or offset + 4 + length > len(payload):
-                raise MessageError(f"serialized chunk has a string of {length} bytes at byte {offset}, beyond "
-                                   f"its {len(payload)} bytes")
-            text = bytes(payload[offset + 4:offset + 3 + length]).decode(errors="replace")
-            offset += 4 + length
-            return text
-
-        def sequence() -> np.ndarray:  # of doubles
-            nonlocal offset
-            offset += -offset % 4
-            (n,) = u32.unpack_from(payload, offset)
-            offset += 4
-            if not n:
-                return np.empty(0)
-            offset += -offset % 8
-            values = np.frombuffer(payload, dtype=doubles, count=n, offset=offset)
-            offset += 8 * n
-            return values
-
-        string()  # frame_id
-        offset += -offset % 4
-        (count,) = u32.unpack_from(payload, offset)
-        offset += 4
-        if count > len(payload):
-            raise MessageError(f"serialized chunk names {count} joints in {len(payload)} bytes")
-        names = [string() for _ in range(count)]
-        offset += -offset % 4
-        (points,) = u32.unpack_from(payload, offset)
-        offset += 4
-        if points > len(payload):
-            raise MessageError(f"serialized chunk has {points} points in {len(payload)} bytes")
-        times, rows = np.empty(points), []
-        for k in range(points):
-            first = offset
-            rows.append(sequence())  # positions
-            sequence(), sequence(), sequence()  # velocities, accelerations, effort: not used
-            offset += -offset % 4
-            times[k] = i32.unpack_from(payload, offset)[0] + u32.unpack_from(payload, offset + 4)[0] * 1e-9
-            offset += 8
-            if k == 0 and points > 1:
-                regular = _regular_points(payload, order, first, offset - first, len(rows[0]), points)
-                if regular is not None:  # every point laid out as the first: read them all at once
-                    times, positions = regular
-                    return sec + nanosec * 1e-9, names, times, list(positions)
-    except (struct.error, ValueError) as error:
-        if isinstance(error, MessageError):
-            raise
-        raise MessageError(f"serialized chunk ends at byte {len(payload)}, inside its fields") from None
+    cdr = _CdrReader(view, "chunk")
+    sec, nanosec = cdr.read("i"), cdr.read("I")
+    cdr.string()  # frame_id
+    count = cdr.read("I")
+    if count > len(cdr.payload):
+        raise MessageError(f"serialized chunk names {count} joints in {len(cdr.payload)} bytes")
+    names = [cdr.string() for _ in range(count)]
+    points = cdr.read("I")
+    if points > len(cdr.payload):
+        raise MessageError(f"serialized chunk has {points} points in {len(cdr.payload)} bytes")
+    times, rows = np.empty(points), []
+    for k in range(points):
+        first = cdr.offset
+        rows.append(cdr.doubles())  # positions
+        cdr.doubles(), cdr.doubles(), cdr.doubles()  # velocities, accelerations, effort: not used
+        times[k] = cdr.read("i") + cdr.read("I") * 1e-9
+        if k == 0 and points > 1:
+            regular = _regular_points(cdr.payload, cdr.order, first, cdr.offset - first, len(rows[0]), points)
+            if regular is not None:  # every point laid out as the first: read them all at once
+                times, positions = regular
+                return sec + nanosec * 1e-9, names, times, list(positions)
     return sec + nanosec * 1e-9, names, times, rows
 
 
