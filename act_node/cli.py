@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
 from act_node.observation import requested_kind
+from act_node.tabletop.cameras import RENDERERS
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
@@ -349,7 +350,7 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
                         help="camera image width" + ("" if width else " (default: the checkpoint's)"))
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
-    parser.add_argument("--renderer", choices=("tiny", "egl"), default="tiny",
+    parser.add_argument("--renderer", choices=RENDERERS, default="tiny",
                         help="camera renderer: TinyRenderer (what the images here were trained on) or pybullet's "
                              "EGL plugin (faster, lit differently; needs libEGL)")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.tabletop.cameras import CAMERAS
+from act_node.tabletop.cameras import CAMERAS, RENDERERS
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -58,7 +58,7 @@ class GraphConfig:
     objects: int = _argument(4, "objects on the table", low=1, high=8)
     renderer: str = _argument("tiny", "the sim's camera renderer: tiny (pybullet's TinyRenderer, what every image "
                               "here was trained on) or egl (its EGL plugin: 1.4x as fast at 240x320, 3x at 480x640 "
-                              "on these CPUs, lit differently; needs libEGL)", choices=("tiny", "egl"))
+                              "on these CPUs, lit differently; needs libEGL)", choices=RENDERERS)
     episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
     first_seed: int = _argument(0, "seed of the first episode", low=0)
     replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "

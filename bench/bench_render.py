@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from act_node.tabletop.cameras import RENDERERS
 from act_node.tabletop.env import PickObjectEnv
 
-RENDERERS = ("tiny", "egl")
 SEED = 3
 
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from act_node.tabletop.world import World
 
 NEAR_M, FAR_M = 0.01, 3.0
+# The renderers the world can draw the cameras with (World(renderer=...)): pybullet's TinyRenderer, and its
+# EGL plugin (ER_BULLET_HARDWARE_OPENGL through EGL: Mesa's llvmpipe here, a GPU's driver where there is one).
+RENDERERS = ("tiny", "egl")
 # The cameras this table-top has: fixed ones by eye and look-at point (table frame, metres), arm ones by link.
 CAMERAS = {
     "front": dict(eye=(0.5, 0.52, 0.34), target=(0.5, 0.2, 0.0), fov_y_deg=50.0),  # across the table, at the reach

@@ -6,7 +6,6 @@ edges, z up, the table top at z = 0. The arm's base stands on the near edge's mi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pybullet
 
+from act_node.tabletop.cameras import RENDERERS
 from act_node.tabletop.objects import ObjectKind
 
 TABLE_SIZE_M = 1.0
@@ -45,12 +45,16 @@ def table_to_arm(xy: np.ndarray) -> np.ndarray:
     return np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1]], axis=-1)
 
 
-RENDERERS = {"tiny": pybullet.ER_TINY_RENDERER, "egl": pybullet.ER_BULLET_HARDWARE_OPENGL}
+PYBULLET_RENDERERS = dict(zip(RENDERERS, (pybullet.ER_TINY_RENDERER, pybullet.ER_BULLET_HARDWARE_OPENGL)))
 
 
 @contextmanager
-def _c_stdout_to_stderr() -> Iterator[None]:
-    """C code's stdout (file descriptor 1) goes to stderr meanwhile: a command's stdout stays its own."""
+def _c_stdout_to_stderr(active: bool = True) -> Iterator[None]:
+    """C code's stdout (file descriptor 1) goes to stderr meanwhile, when `active`: a command's stdout stays
+    its own (the EGL plugin reports its GL vendor and version with printf)."""
+    if not active:
+        yield
+        return
     sys.stdout.flush()
     saved = os.dup(1)
     try:
@@ -72,7 +76,7 @@ class Client:
         self.egl = renderer == "egl"
         if self.egl:
             egl = pkgutil.get_loader("eglRenderer")
-            with _c_stdout_to_stderr():  # the plugin reports its GL vendor and version with printf
+            with _c_stdout_to_stderr():
                 plugin = -1 if egl is None else pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin",
                                                                     physicsClientId=self.id)
             if plugin < 0:
@@ -81,10 +85,10 @@ class Client:
                                    + ("not in this pybullet install" if egl is None else "no EGL library? on "
                                       "Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri")
                                    + "); renderer 'tiny' needs nothing")
-        self.renderer = RENDERERS[renderer]
+        self.renderer = PYBULLET_RENDERERS[renderer]
 
     def disconnect(self) -> None:
-        with _c_stdout_to_stderr() if self.egl else contextlib.nullcontext():
+        with _c_stdout_to_stderr(self.egl):
             pybullet.disconnect(physicsClientId=self.id)
 
     def __getattr__(self, name: str):
@@ -247,7 +251,7 @@ class World:
     # --- cameras -----------------------------------------------------------------------------------
     def render(self, view: np.ndarray, projection: np.ndarray, width: int, height: int) -> np.ndarray:
         """An RGB image (height, width, 3) uint8 through the client's renderer (TinyRenderer or EGL)."""
-        with _c_stdout_to_stderr() if self.client.egl else contextlib.nullcontext():  # EGL's first frame prints
+        with _c_stdout_to_stderr(self.client.egl):  # EGL's first frame prints
             _, _, rgba, _, _ = self.client.getCameraImage(
                 width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
                 renderer=self.client.renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)
