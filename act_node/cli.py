@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
 from act_node.observation import requested_kind
-from act_node.tabletop.cameras import RENDERERS
+from act_node.tabletop.cameras import RENDER_CHOICES
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
@@ -41,7 +41,7 @@ def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
     try:
         return GraphConfig(objects=args.objects, cameras=args.cameras, image_height=args.height,
                            image_width=args.width, target_source=args.target,
-                           renderer=getattr(args, "renderer", "tiny"), **fields)
+                           renderer=getattr(args, "renderer", "auto"), **fields)
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
 
@@ -350,9 +350,9 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
                         help="camera image width" + ("" if width else " (default: the checkpoint's)"))
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
-    parser.add_argument("--renderer", choices=RENDERERS, default="tiny",
-                        help="camera renderer: TinyRenderer (what the images here were trained on) or pybullet's "
-                             "EGL plugin (faster, lit differently; needs libEGL)")
+    parser.add_argument("--renderer", choices=RENDER_CHOICES, default="auto",
+                        help="camera renderer: auto (a camera checkpoint's own, else pybullet's EGL plugin where it "
+                             "loads, else TinyRenderer), egl (faster, needs libEGL) or tiny (needs nothing)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,6 +15,9 @@ Defaults, and why:
 - velocity bound: the STS3215's no-load speed (act_node.so101).
 - images: 240x320 for the sim's own views and videos, 96x128 for training and the graph's default policy
   (the shipped checkpoint's size: models/act_pick/README.md).
+- renderer auto: pybullet's EGL plugin where it loads (2.4x as fast as TinyRenderer at 240x320, 5x at 480x640,
+  bench/bench_render.py), else TinyRenderer; a checkpoint that takes images gets the renderer its dataset was
+  recorded with (`checkpoint_renderer`): the two light the scene differently.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.tabletop.cameras import CAMERAS, RENDERERS
+from act_node.tabletop.cameras import CAMERAS, RENDER_CHOICES, RENDERERS
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -56,9 +59,10 @@ class GraphConfig:
     image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
     image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
     objects: int = _argument(4, "objects on the table", low=1, high=8)
-    renderer: str = _argument("tiny", "the sim's camera renderer: tiny (pybullet's TinyRenderer, what every image "
-                              "here was trained on) or egl (its EGL plugin: 1.4x as fast at 240x320, 3x at 480x640 "
-                              "on these CPUs, lit differently; needs libEGL)", choices=RENDERERS)
+    renderer: str = _argument("auto", "the sim's camera renderer: auto (a camera checkpoint's own, else egl where "
+                              "it loads, else tiny), egl (pybullet's EGL plugin: 2.4x as fast at 240x320, 5x at "
+                              "480x640 on these CPUs; needs libEGL) or tiny (TinyRenderer: needs nothing)",
+                              choices=RENDER_CHOICES)
     episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
     first_seed: int = _argument(0, "seed of the first episode", low=0)
     replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "
@@ -149,10 +153,28 @@ class GraphConfig:
         """A chunk must stay usable until the next one is due, with a tick to spare (at least a second)."""
         return max(1.0, (self.replan_ticks() + 1) / self.fps)
 
+    def sim_renderer(self) -> str:
+        """The renderer the sim is built with: `renderer`, except that "auto" with a checkpoint that takes images
+        is the renderer its dataset was recorded with (TinyRenderer for one recorded before datasets said);
+        otherwise "auto" stays, and the world draws with EGL where its plugin loads."""
+        if self.renderer != "auto" or self.policy != "act" or not readable_checkpoint_cameras(self.checkpoint):
+            return self.renderer
+        return checkpoint_renderer(self.checkpoint) or "tiny"
+
+    def renderer_mismatch(self) -> str | None:
+        """A warning when `renderer` was chosen against what the checkpoint's images were drawn with."""
+        if self.renderer == "auto" or self.policy != "act" or not readable_checkpoint_cameras(self.checkpoint):
+            return None
+        trained = checkpoint_renderer(self.checkpoint) or "tiny"
+        if trained == self.renderer:
+            return None
+        return (f"renderer {self.renderer!r}, but {self.checkpoint} was trained on images drawn with {trained!r} "
+                f"(they light the scene differently): leave renderer at auto to draw with {trained!r}")
+
     def env_kwargs(self) -> dict:
         """PickObjectEnv's keyword arguments."""
         return dict(objects=self.objects, cameras=self.cameras, image_size=self.image_size, fps=self.fps,
-                    max_steps=self.max_steps, target_source=self.target_source, renderer=self.renderer)
+                    max_steps=self.max_steps, target_source=self.target_source, renderer=self.sim_renderer())
 
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)
@@ -184,6 +206,65 @@ def readable_checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, 
         return checkpoint_cameras(checkpoint)
     except ValueError:
         return None
+
+
+# Which renderer drew a dataset's images: meta/<RENDERER_FILE> in a dataset (act-sim record writes it) and
+# <RENDERER_FILE> in a checkpoint's pretrained_model folder (act-sim train copies it there from the dataset).
+RENDERER_FILE = "act_node_renderer.json"
+
+
+def recorded_renderer(folder: str | Path) -> str | None:
+    """The renderer named in folder/RENDERER_FILE, or None when there is no such file; ValueError if it names
+    none of RENDERERS or does not read."""
+    path = Path(folder) / RENDERER_FILE
+    if not path.is_file():
+        return None
+    try:
+        renderer = json.loads(path.read_text())["renderer"]
+    except (OSError, KeyError, ValueError, TypeError) as error:
+        raise ValueError(f"cannot read the renderer from {path}: {error!r}") from None
+    if renderer not in RENDERERS:
+        raise ValueError(f"{path} names renderer {renderer!r}, not one of {list(RENDERERS)}")
+    return renderer
+
+
+def write_renderer(folder: str | Path, renderer: str) -> None:
+    if renderer not in RENDERERS:
+        raise ValueError(f"renderer must be one of {list(RENDERERS)}, got {renderer!r}")
+    path = Path(folder) / RENDERER_FILE
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps({"renderer": renderer}) + "\n")
+    scratch.replace(path)
+
+
+def dataset_renderer(root: str | Path) -> str | None:
+    """The renderer of a dataset recorded here: its meta/RENDERER_FILE; "tiny" for a LeRobotDataset without one
+    (act-sim record drew every camera with TinyRenderer before it wrote the file); None if root holds no dataset."""
+    meta = Path(root) / "meta"
+    recorded = recorded_renderer(meta)
+    if recorded is None and (meta / "info.json").is_file():
+        return "tiny"
+    return recorded
+
+
+def checkpoint_renderer(checkpoint: str | Path) -> str | None:
+    """The renderer a checkpoint's training images were drawn with: its own RENDERER_FILE, else its training
+    dataset's (train_config.json's dataset.root); None when neither says (a checkpoint from elsewhere, or its
+    dataset is not on this machine)."""
+    own = recorded_renderer(checkpoint)
+    if own is not None:
+        return own
+    root = training_dataset_root(checkpoint)
+    return dataset_renderer(root) if root else None
+
+
+def training_dataset_root(checkpoint: str | Path) -> str | None:
+    """The local dataset root a lerobot-train checkpoint was trained on (train_config.json), if it names one."""
+    try:
+        root = json.loads((Path(checkpoint) / "train_config.json").read_text())["dataset"]["root"]
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    return str(root) if root else None
 
 
 def checkpoint_n_action_steps(checkpoint: str | Path) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import deque
 from dataclasses import asdict
 from multiprocessing import get_context
@@ -114,7 +115,12 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the workers: the same arithmetic, so results do not depend on `workers`
+    mismatch = config.renderer_mismatch()
+    if mismatch:
+        tqdm.write(f"warning: {mismatch}", file=sys.stderr)
     env = make_env(config)
+    renderer = env.renderer
+    config = config.replace(renderer=renderer)  # "auto" resolved once: the workers draw with the same one
     progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
     try:
         for seed in filmed:  # filmed in this process, in order
@@ -140,6 +146,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
+        "renderer": renderer,
         "settings": {**asdict(config), "videos": videos, "workers": workers},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in filmed],
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),

@@ -24,7 +24,9 @@ them every episode. So:
     with a note saying what the dataset holds.
   - which seed each saved episode came from goes to meta/act_node_seeds.json (written atomically next
     to LeRobot's own metadata), so `resume=True` continues after the seeds already tried, through
-    `LeRobotDataset.resume`, and refuses a run whose cameras, image size, fps or object count differ.
+    `LeRobotDataset.resume`, and refuses a run whose cameras, image size, fps, object count or renderer
+    differ. meta/act_node_renderer.json says which renderer drew the images (act_node.config.RENDERER_FILE):
+    `act-sim train` copies it into each checkpoint, and renderer "auto" evaluates a checkpoint with it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 from tqdm import tqdm
 
 from act_node import so101
+from act_node.config import dataset_renderer, write_renderer
 from act_node.observation import environment_state_names
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
@@ -269,6 +272,7 @@ def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
                                     robot_type=ROBOT_TYPE, use_videos=True)
     seeds = SeedRecord([], first_seed, env.object_count, after_success)
     seeds.write(root)
+    write_renderer(root / "meta", env.renderer)  # what drew the images: a checkpoint of it is evaluated with the same
     return dataset, seeds
 
 
@@ -326,6 +330,14 @@ def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
         mismatch.append(f"cameras (height x width): recorded {described(recorded)}, this run {described(wanted)}")
     if dataset.meta.fps != env.fps:
         mismatch.append(f"fps: recorded {dataset.meta.fps}, this run {env.fps}")
+    if recorded:  # a dataset without images does not care what would have drawn them
+        try:
+            drawn = dataset_renderer(dataset.root)
+        except ValueError as error:
+            drawn = str(error)
+        if drawn != env.renderer:
+            mismatch.append(f"renderer: recorded {drawn}, this run {env.renderer} (the images would light the scene "
+                            f"differently; pass --renderer {drawn})")
     for key, feature in dataset_features(env).items():
         if key in dataset.meta.features and not key.startswith(f"{OBS_IMAGES}."):
             if tuple(dataset.meta.features[key]["shape"]) != feature["shape"]:

@@ -39,10 +39,11 @@ class EpisodeStart:
     task: str
     stamp_s: float
     objects: list[ObjectState]
+    renderer: str = "tiny"  # what the cameras are drawn with: a policy that takes images checks it
 
     def info(self) -> dict:
         """What /episode/start carries besides its stamp."""
-        return {"episode": self.episode, "seed": self.seed, "task": self.task}
+        return {"episode": self.episode, "seed": self.seed, "task": self.task, "renderer": self.renderer}
 
 
 @dataclass
@@ -76,7 +77,8 @@ class SimEpisodes:
     def __init__(self, config: GraphConfig):
         self.config = config
         self.fps = config.fps
-        self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps, config.renderer)
+        self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps,
+                              config.sim_renderer())
         self.executor = ChunkExecutor(config.fps, self.table.robot.lower, self.table.robot.upper,
                                       config.max_velocity, merge=config.merge, stale_after_s=config.stale_after_s())
         self.replan_every = config.replan_ticks()
@@ -109,7 +111,7 @@ class SimEpisodes:
         self.held_ticks = self.clamped_ticks = self.clamped_joints = 0
         self.target_xy = None
         self.start = EpisodeStart(self.episode, seed, self.table.task.task, self.now_s,
-                                  self.table.task.object_states())
+                                  self.table.task.object_states(), self.table.world.client.name)
         return self.start
 
     def target_given(self, stamp_s: float, xy: np.ndarray) -> bool:

@@ -23,7 +23,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from act_node.config import CHUNK_SIZE, REPLAN_EVERY
+from act_node.config import (
+    CHUNK_SIZE,
+    REPLAN_EVERY,
+    dataset_renderer,
+    recorded_renderer,
+    training_dataset_root,
+    write_renderer,
+)
 
 ACT_ARGUMENTS = {
     "policy.type": "act",
@@ -122,4 +129,21 @@ def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device
     print("running:", " ".join(command), flush=True)
     subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1",
                                              "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    stamp_renderer(Path(output_dir))
     return Path(output_dir) / "checkpoints" / "last" / "pretrained_model"
+
+
+def stamp_renderer(output_dir: Path) -> int:
+    """Copy the training dataset's renderer (act_node.config.RENDERER_FILE) into every checkpoint of a run that
+    lacks it, so that a checkpoint copied away from its dataset is still evaluated with the renderer its images
+    came from; how many it stamped (none when the dataset is not on this machine)."""
+    stamped = 0
+    for model in sorted(Path(output_dir).glob("checkpoints/*/pretrained_model")):
+        if recorded_renderer(model) is not None:
+            continue
+        root = training_dataset_root(model)
+        renderer = dataset_renderer(root) if root else None
+        if renderer is not None:
+            write_renderer(model, renderer)
+            stamped += 1
+    return stamped

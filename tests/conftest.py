@@ -79,6 +79,11 @@ def retire(executor, *nodes) -> None:
         node.destroy_node()
 
 
+# a SimNode built in a test and spun on the `ros` executor's thread draws with TinyRenderer: EGL draws only on
+# the thread that made the world (act_node.tabletop.world.Client.check_thread)
+THREADED_RENDERER = "tiny"
+
+
 @pytest.fixture(scope="module")
 def ros():
     """rclpy for one test module, its executor spinning in a thread; nodes are added by the tests."""

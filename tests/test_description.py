@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from conftest import retire, wait_for
+from conftest import THREADED_RENDERER, retire, wait_for
 
 from act_node.description import robot_description
 
@@ -51,8 +51,10 @@ def test_the_sim_latches_the_description_for_late_subscribers(ros):
     from act_node.nodes.messages import LATCHED
     from act_node.nodes.sim_node import SimNode
 
-    sim = SimNode(parameter_overrides=[Parameter("image_height", value=48), Parameter("image_width", value=64),
-                                       Parameter("objects", value=2), Parameter("autostart", value=False)])
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
+                                       Parameter("image_height", value=48), Parameter("image_width", value=64),
+                                       Parameter("objects", value=2),
+                                       Parameter("autostart", value=False)])
     ros.add_node(sim)
     from rclpy.node import Node
 

@@ -3,7 +3,7 @@ them: the merge rule, the velocity bound and the stale timeout change a running 
 parameter is read-only and a set is refused with the reason; each has a description."""
 
 import pytest
-from conftest import retire, wait_for
+from conftest import THREADED_RENDERER, retire, wait_for
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
@@ -13,7 +13,7 @@ from rclpy.parameter_client import AsyncParameterClient
 def sim_and_client(ros, tmp_path_factory):
     from act_node.nodes.sim_node import SimNode
 
-    sim = SimNode(parameter_overrides=[
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
         Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
         Parameter("autostart", value=False), Parameter("record_video", value=False)])
     user = Node("param_user")  # the `ros2 param` side

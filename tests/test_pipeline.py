@@ -31,6 +31,14 @@ def test_recorded_episodes_load_as_a_lerobot_dataset(tiny_dataset):
     assert np.all(np.abs(actions[:, :5]) <= 165) and np.all((actions[:, 5] >= 0) & (actions[:, 5] <= 100))
 
 
+def tiny_dataset_root(checkpoint):
+    from pathlib import Path
+
+    from act_node.config import training_dataset_root
+
+    return Path(training_dataset_root(checkpoint))
+
+
 def test_the_checkpoint_answers_a_whole_chunk(tiny_checkpoint):
     from act_node.tabletop.env import PickObjectEnv
 
@@ -53,6 +61,10 @@ def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkp
     assert all(e["steps"] == 25 for e in saved["per_episode"])  # 3 training steps: no success, full length
     assert saved["success_rate"] == 0.0 and saved["success_ci95"] == pytest.approx(list(wilson_interval(0, 2)))
     assert saved["n_action_steps"] == 10
+    # renderer auto: the checkpoint's dataset was drawn with TinyRenderer (PickObjectEnv's default), so is this
+    assert saved["renderer"] == "tiny" and json.loads((tiny_checkpoint / "act_node_renderer.json").read_text()) \
+        == json.loads((tiny_dataset_root(tiny_checkpoint) / "meta" / "act_node_renderer.json").read_text()) \
+        == {"renderer": "tiny"}  # act-sim train copied the dataset's record into the checkpoint
     assert all(e["policy_calls"] == 3 for e in saved["per_episode"])  # 25 steps, 10 per chunk
     assert (tmp_path / "eval" / "episode_seed1000.mp4").stat().st_size > 1000
     assert saved["selector_misses"] == 0 and saved["max_target_error_m"] < 0.01

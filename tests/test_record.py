@@ -107,8 +107,9 @@ def test_sigterm_keeps_every_completed_episode(tmp_path):
 
 
 def tiny_env(**overrides) -> PickObjectEnv:
+    """As `act-sim record` RECORD_ARGS makes it (renderer auto: EGL where it loads, as the recording drew)."""
     return PickObjectEnv(**{"objects": 2, "image_size": TINY_IMAGE, "target_source": "truth", "max_steps": 150,
-                            **overrides})
+                            "renderer": "auto", **overrides})
 
 
 def test_resume_appends_after_the_seeds_already_tried(interrupted, tmp_path):
@@ -142,6 +143,25 @@ def test_resume_refuses_other_settings(interrupted, tmp_path, settings, named):
         record(env, REPO_ID, root, episodes=1, resume=True)
     env.close()
     assert named in str(refused.value)
+    assert_whole(root, len(saved_seeds(interrupted[0])))  # untouched
+
+
+def test_the_dataset_says_what_drew_it_and_resume_refuses_another_renderer(interrupted, tmp_path):
+    from act_node.config import RENDERER_FILE, dataset_renderer, write_renderer
+
+    root = tmp_path / "data"
+    shutil.copytree(interrupted[0], root)
+    env = tiny_env()
+    assert json.loads((root / "meta" / RENDERER_FILE).read_text()) == {"renderer": env.renderer}
+    other = {"tiny": "egl", "egl": "tiny"}[env.renderer]
+    write_renderer(root / "meta", other)
+    with pytest.raises(ValueError, match="cannot resume") as refused:
+        record(env, REPO_ID, root, episodes=1, resume=True)
+    assert f"renderer: recorded {other}, this run {env.renderer}" in str(refused.value)
+    assert f"pass --renderer {other}" in str(refused.value)
+    (root / "meta" / RENDERER_FILE).unlink()  # recorded before datasets said: TinyRenderer drew it
+    assert dataset_renderer(root) == "tiny"
+    env.close()
     assert_whole(root, len(saved_seeds(interrupted[0])))  # untouched
 
 

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import retire, wait_for
+from conftest import THREADED_RENDERER, retire, wait_for
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
 from std_msgs.msg import String
@@ -21,7 +21,7 @@ def sim(ros, tmp_path):
 
     from act_node.nodes.sim_node import SimNode
 
-    node = SimNode(parameter_overrides=[
+    node = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
         Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
         Parameter("lockstep_timeout_s", value=0.2), Parameter("replan_every", value=10),
         Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)])
@@ -91,7 +91,7 @@ def test_in_realtime_the_cameras_render_at_the_start_after_each_chunk_and_after_
 
     listener, images, joints = camera_listener(ros, "realtime_camera_listener")
     sender = listener.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
-    sim = SimNode(parameter_overrides=[
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
         Parameter("clock", value="realtime"), Parameter("image_height", value=48), Parameter("image_width", value=64),
         Parameter("objects", value=2), Parameter("video_dir", value=str(tmp_path)),
         Parameter("record_video", value=False)])
@@ -125,7 +125,7 @@ def test_in_realtime_a_tick_that_overruns_is_made_up_so_the_sim_keeps_to_the_wal
     listener.create_subscription(messages.JointState, "/joint_states", lambda m: arrived.append(
         (time.monotonic(), messages.seconds_of(m.header.stamp))), messages.SENSOR)
     ros.add_node(listener)
-    sim = SimNode(parameter_overrides=[
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
         Parameter("clock", value="realtime"), Parameter("cameras", value=["front"]),
         Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
         Parameter("max_steps", value=3000), Parameter("video_dir", value=str(tmp_path)),

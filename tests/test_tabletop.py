@@ -164,8 +164,34 @@ def test_the_egl_renderer_draws_the_same_scene_lit_its_own_way_and_changes_no_ph
 
 
 def test_an_unknown_renderer_is_refused_by_name():
-    with pytest.raises(ValueError, match="renderer must be one of \\['tiny', 'egl'\\], got 'opengl'"):
+    with pytest.raises(ValueError, match="renderer must be one of \\['auto', 'tiny', 'egl'\\], got 'opengl'"):
         PickObjectEnv(objects=1, renderer="opengl")
+
+
+def test_auto_draws_with_egl_where_it_loads_and_else_with_tinyrenderer_saying_why(monkeypatch, capfd):
+    from act_node.tabletop import world
+
+    environment = PickObjectEnv(objects=1, renderer="auto", image_size=(24, 32))
+    works = environment.renderer == "egl"
+    environment.close()
+    try:
+        egl_or_skip(objects=1, image_size=(24, 32)).close()
+        assert works, "EGL loads here, and auto did not take it"
+    except pytest.skip.Exception:
+        assert not works
+    capfd.readouterr()
+    monkeypatch.setattr(world, "egl_plugin_path", lambda: None)  # a pybullet built without the plugin
+    monkeypatch.setattr(world, "_fallback_noted", [])
+    for _ in range(2):
+        environment = PickObjectEnv(objects=1, renderer="auto", image_size=(24, 32))
+        assert environment.renderer == "tiny"
+        assert environment.table.world.client.renderer == world.pybullet.ER_TINY_RENDERER
+        environment.close()
+    said = capfd.readouterr().err
+    assert said.count("renderer 'auto': pybullet could not load its eglRenderer plugin") == 1  # once a process
+    assert "drawing the cameras with TinyRenderer" in said
+    with pytest.raises(RuntimeError, match="renderer 'egl': pybullet could not load its eglRenderer plugin"):
+        PickObjectEnv(objects=1, renderer="egl")
 
 
 def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
@@ -244,3 +270,24 @@ def test_the_gripper_holds_what_it_lifted_for_a_second_more():
         task = env.table.task
         assert task.held() and task.lift_m() >= 0.05, (seed, env.task, task.lift_m())
     env.close()
+
+
+def test_egl_refuses_to_draw_on_another_thread_than_the_one_that_made_it():
+    import threading
+
+    environment = egl_or_skip(objects=1, image_size=(24, 32))
+    caught: list[BaseException] = []
+
+    def reset_elsewhere() -> None:
+        try:
+            environment.reset(seed=1)
+        except RuntimeError as error:
+            caught.append(error)
+
+    worker = threading.Thread(target=reset_elsewhere)
+    worker.start()
+    worker.join()
+    assert caught and "renderer 'egl' draws only on the thread that made the world" in str(caught[0])
+    observation, _ = environment.reset(seed=1)  # on its own thread it draws
+    assert observation["pixels"]["front"].std() > 0
+    environment.close()

@@ -97,7 +97,8 @@ def _placed(nodes: list[NodeSpec], namespace: str) -> list[NodeSpec]:
 def _nodes(config: GraphConfig) -> list[NodeSpec]:
     replan = config.replan_ticks()
     parameters = {name: getattr(config, name) for name in SIM_PARAMETERS}
-    parameters.update(cameras=list(config.cameras), replan_every=replan)
+    # renderer: auto resolved against a camera checkpoint here, where the checkpoint is known
+    parameters.update(cameras=list(config.cameras), replan_every=replan, renderer=config.sim_renderer())
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}

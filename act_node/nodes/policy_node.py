@@ -29,7 +29,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS, readable_checkpoint_cameras
+from act_node.config import DEFAULT_CAMERAS, FPS, checkpoint_renderer, readable_checkpoint_cameras
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
@@ -82,6 +82,13 @@ class PolicyNode(Node):
             self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
             self.cameras = []
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
+        # what drew the checkpoint's training images: the sim's episode/start says what draws them now
+        self.trained_renderer: str | None = None
+        if self.cameras:
+            try:
+                self.trained_renderer = checkpoint_renderer(checkpoint) or "tiny"
+            except ValueError as error:
+                self.get_logger().error(f"not checking the sim's renderer: {error}")
         self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
         self._wake = threading.Event()
         self._ready = threading.Event()  # set once the node is built
@@ -156,6 +163,12 @@ class PolicyNode(Node):
 
     def on_episode(self, start: tuple[float, dict]) -> None:
         start_s, info = start
+        drawn = info.get("renderer")
+        if self.trained_renderer and drawn and drawn != self.trained_renderer:
+            self.get_logger().warn(f"the sim draws its cameras with {drawn!r}, but this checkpoint was trained on "
+                                   f"images drawn with {self.trained_renderer!r}: they light the scene differently "
+                                   f"(launch with renderer:=auto or renderer:={self.trained_renderer})",
+                                   throttle_duration_sec=60.0)
         self.begin(start_s, str(info.get("task", "")))
 
     def on_run(self, message: String) -> None:

@@ -98,6 +98,10 @@ class SimNode(Node):
         self.answered, self.rendered_tick, self.rendered_in, self.chunk_ticks = False, 0, None, deque(maxlen=2)
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
+        if self.cameras:
+            drawn = self.sim.table.world.client.name
+            self.log.info(f"cameras {[c.name for c in self.cameras]} drawn with {drawn} "
+                          f"(renderer:={self.get_parameter('renderer').value})")
         self.image_pubs = {c.name: self.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR)
                            for c in self.cameras}
         self.info_pubs = {c.name: self.create_publisher(CameraInfo, f"camera/{c.name}/camera_info", SENSOR)

@@ -21,6 +21,10 @@ NEAR_M, FAR_M = 0.01, 3.0
 # The renderers the world can draw the cameras with (World(renderer=...)): pybullet's TinyRenderer, and its
 # EGL plugin (ER_BULLET_HARDWARE_OPENGL through EGL: Mesa's llvmpipe here, a GPU's driver where there is one).
 RENDERERS = ("tiny", "egl")
+# What a user may ask for: a renderer, or "auto": EGL where its plugin loads (2.4x as fast as TinyRenderer at
+# 240x320 here, 5x at 480x640: bench/bench_render.py), else TinyRenderer. A checkpoint that takes images pins
+# "auto" to the renderer of the dataset it was trained on (act_node.config.GraphConfig.sim_renderer).
+RENDER_CHOICES = ("auto", *RENDERERS)
 # The cameras this table-top has: fixed ones by eye and look-at point (table frame, metres), arm ones by link.
 CAMERAS = {
     "front": dict(eye=(0.5, 0.52, 0.34), target=(0.5, 0.2, 0.0), fov_y_deg=50.0),  # across the table, at the reach

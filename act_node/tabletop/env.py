@@ -67,6 +67,11 @@ class PickObjectEnv(gym.Env):
         self._last_pixels: dict[str, np.ndarray] = {}
 
     @property
+    def renderer(self) -> str:
+        """What the cameras are drawn with: "tiny" or "egl" ("auto" resolved)."""
+        return self.table.world.client.name
+
+    @property
     def scene(self) -> Scene | None:
         return self.table.task.scene
 

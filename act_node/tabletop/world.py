@@ -6,11 +6,14 @@ edges, z up, the table top at z = 0. The arm's base stands on the near edge's mi
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
 import math
 import os
-import pkgutil
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pybullet
 
-from act_node.tabletop.cameras import RENDERERS
+from act_node.tabletop.cameras import RENDER_CHOICES, RENDERERS
 from act_node.tabletop.objects import ObjectKind
 
 TABLE_SIZE_M = 1.0
@@ -46,49 +49,95 @@ def table_to_arm(xy: np.ndarray) -> np.ndarray:
 
 
 PYBULLET_RENDERERS = dict(zip(RENDERERS, (pybullet.ER_TINY_RENDERER, pybullet.ER_BULLET_HARDWARE_OPENGL)))
+def egl_plugin_path() -> str | None:
+    """The file of pybullet's EGL renderer plugin (the eglRenderer module pybullet installs), if there is one."""
+    spec = importlib.util.find_spec("eglRenderer")
+    return spec.origin if spec is not None else None
+
+
+_C_LIBRARY = ctypes.CDLL(None)  # this process's C library: its fflush
+_fallback_noted: list[str] = []  # why renderer "auto" drew with TinyRenderer in this process, said once
+
+
+def _note_fallback(problem: str) -> None:
+    if not _fallback_noted:
+        print(f"act_node: renderer 'auto': {problem}; drawing the cameras with TinyRenderer", file=sys.stderr,
+              flush=True)
+    _fallback_noted.append(problem)
 
 
 @contextmanager
-def _c_stdout_to_stderr(active: bool = True) -> Iterator[None]:
-    """C code's stdout (file descriptor 1) goes to stderr meanwhile, when `active`: a command's stdout stays
-    its own (the EGL plugin reports its GL vendor and version with printf)."""
+def _c_stdout_aside(active: bool = True) -> Iterator[list[str]]:
+    """What C code prints to stdout (file descriptor 1) meanwhile, when `active`, goes neither to the process's
+    stdout nor its stderr but into the yielded list, once the block ends: the EGL plugin reports its device, GL
+    vendor and version with printf, which would land in a command's output and in every launch's log; a caller
+    quotes it when something failed."""
+    said: list[str] = []
     if not active:
-        yield
+        yield said
         return
     sys.stdout.flush()
     saved = os.dup(1)
-    try:
-        os.dup2(2, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    with tempfile.TemporaryFile() as scratch:
+        try:
+            os.dup2(scratch.fileno(), 1)
+            yield said
+        finally:
+            _C_LIBRARY.fflush(None)  # C's stdout buffer, to the scratch file and not to the restored stdout
+            os.dup2(saved, 1)
+            os.close(saved)
+            scratch.seek(0)
+            said.append(scratch.read().decode(errors="replace"))
 
 
 class Client:
     """One pybullet connection (DIRECT: no window); pybullet's functions with this client's id filled in.
-    renderer "egl" loads pybullet's EGL plugin at once: it draws only the bodies created after it."""
+    renderer "egl" loads pybullet's EGL plugin at once (it draws only the bodies created after it) and refuses
+    to start without it; "auto" tries it and draws with TinyRenderer where it does not load, saying why on
+    stderr once a process. `name` is the renderer it draws with: "tiny" or "egl"."""
 
     def __init__(self, renderer: str = "tiny"):
-        if renderer not in RENDERERS:
-            raise ValueError(f"renderer must be one of {list(RENDERERS)}, got {renderer!r}")
+        if renderer not in RENDER_CHOICES:
+            raise ValueError(f"renderer must be one of {list(RENDER_CHOICES)}, got {renderer!r}")
         self.id = pybullet.connect(pybullet.DIRECT)
-        self.egl = renderer == "egl"
-        if self.egl:
-            egl = pkgutil.get_loader("eglRenderer")
-            with _c_stdout_to_stderr():
-                plugin = -1 if egl is None else pybullet.loadPlugin(egl.get_filename(), "_eglRendererPlugin",
-                                                                    physicsClientId=self.id)
-            if plugin < 0:
+        self.egl = False
+        if renderer != "tiny":
+            problem = self._load_egl()
+            if problem is None:
+                self.egl = True
+            elif renderer == "egl":
                 pybullet.disconnect(self.id)
-                raise RuntimeError("renderer 'egl': pybullet could not load its eglRenderer plugin ("
-                                   + ("not in this pybullet install" if egl is None else "no EGL library? on "
-                                      "Debian/Ubuntu: apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri")
-                                   + "); renderer 'tiny' needs nothing")
-        self.renderer = PYBULLET_RENDERERS[renderer]
+                raise RuntimeError(f"renderer 'egl': {problem}; renderer 'tiny' needs nothing")
+            else:
+                _note_fallback(problem)
+        self.name = "egl" if self.egl else "tiny"
+        self.renderer = PYBULLET_RENDERERS[self.name]
+        self.thread = threading.get_ident()  # EGL's context is current on this thread alone
+
+    def check_thread(self) -> None:
+        """RuntimeError when EGL would draw on another thread than the one that made this client: its GL context
+        is current only there, and drawing elsewhere crashes the process (measured: a segmentation fault)."""
+        if self.egl and threading.get_ident() != self.thread:
+            raise RuntimeError(f"renderer 'egl' draws only on the thread that made the world "
+                               f"({self.thread}; this is {threading.get_ident()}): pybullet's EGL context is "
+                               "current there alone. Build and spin the sim on one thread (act_node's node "
+                               "runner does), or use renderer 'tiny'")
+
+    def _load_egl(self) -> str | None:
+        """Load pybullet's EGL plugin into this client; None, or why it did not load."""
+        path = egl_plugin_path()
+        if path is None:
+            return "pybullet could not load its eglRenderer plugin (not in this pybullet install)"
+        with _c_stdout_aside() as said:
+            plugin = pybullet.loadPlugin(path, "_eglRendererPlugin", physicsClientId=self.id)
+        if plugin < 0:
+            report = " ".join(" ".join(said).split())[-300:]
+            return ("pybullet could not load its eglRenderer plugin (no EGL library? on Debian/Ubuntu: apt-get "
+                    "install libegl1 libegl-mesa0 libgl1-mesa-dri)" + (f"; it said: {report}" if report else ""))
+        return None
 
     def disconnect(self) -> None:
-        with _c_stdout_to_stderr(self.egl):
+        with _c_stdout_aside(self.egl):
             pybullet.disconnect(physicsClientId=self.id)
 
     def __getattr__(self, name: str):
@@ -251,7 +300,8 @@ class World:
     # --- cameras -----------------------------------------------------------------------------------
     def render(self, view: np.ndarray, projection: np.ndarray, width: int, height: int) -> np.ndarray:
         """An RGB image (height, width, 3) uint8 through the client's renderer (TinyRenderer or EGL)."""
-        with _c_stdout_to_stderr(self.client.egl):  # EGL's first frame prints
+        self.client.check_thread()
+        with _c_stdout_aside(self.client.egl):  # EGL's first frame prints
             _, _, rgba, _, _ = self.client.getCameraImage(
                 width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
                 renderer=self.client.renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)

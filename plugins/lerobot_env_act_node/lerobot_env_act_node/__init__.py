@@ -27,13 +27,18 @@ class ActNodePickEnv(EnvConfig):
     observation_height: int = SIM_IMAGE_SIZE[0]
     observation_width: int = SIM_IMAGE_SIZE[1]
     target_source: str = "selector"  # or "truth"
+    # auto: EGL where pybullet's plugin loads, else TinyRenderer. LeRobot makes the env without the policy, so
+    # auto cannot follow a camera checkpoint's dataset here as act-sim eval does: give --env.renderer=tiny for
+    # one trained on a dataset recorded with TinyRenderer (its meta/act_node_renderer.json says, or is missing)
+    renderer: str = "auto"
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         self.graph = GraphConfig(objects=self.objects, cameras=self.cameras, image_height=self.observation_height,
                                  image_width=self.observation_width, max_steps=self.episode_length,
-                                 target_source=self.target_source, fps=self.fps)  # checks every field
+                                 target_source=self.target_source, fps=self.fps,
+                                 renderer=self.renderer)  # checks every field
         self.features = {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(len(so101.JOINT_NAMES),)),
             "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(so101.JOINT_NAMES),)),
