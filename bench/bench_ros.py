@@ -1,7 +1,8 @@
 """ROS 2 graph speed, measured side by side in one run (rclpy over Fast DDS on loopback).
 
   request-to-chunk     observation published -> chunk received from the policy node, against
-                       act_node.policy called directly on the same observation (ratio, goal 1.05 + transport)
+                       act_node.policy called directly on the same observation (ratio, goal 1.03); and its
+                       floor: a std_msgs/Header out and back between two rclpy processes, nothing computed
   image transport      a 480x640 rgb8 Image published by another process -> received here (frames that
                        arrive, p50, p90), with the graph's best-effort camera QoS and with reliable QoS
   sim realtime factor  sim seconds per wall second of the sim node in realtime mode, two cameras 240x320,
@@ -118,6 +119,9 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
     node.send_signal(2)
     node.wait(timeout=30)
     ros_ms, direct_ms = statistics.median(over_ros) * 1000, statistics.median(called) * 1000
+    floor_ms = round_trip_floor(executor, 100) * 1000
+    print(f"the floor of any answer over ROS here: a Header out and back between two rclpy processes, p50 "
+          f"{floor_ms:.2f} ms: {floor_ms / direct_ms:.1%} of the direct call")
     print(f"request-to-chunk over ROS (policy node in its own process, {torch.get_num_threads()} torch threads): "
           f"p50 {ros_ms:.1f} ms, p90 {percentile(over_ros, 90) * 1000:.1f} ms; policy.py direct p50 {direct_ms:.1f} "
           f"ms; ratio {ros_ms / direct_ms:.3f} (transport and matching {ros_ms - direct_ms:.1f} ms); "
@@ -125,7 +129,73 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
     executor.remove_node(probe)
     probe.destroy_node()
     return {"ros_ms": ros_ms, "direct_ms": direct_ms, "ratio": ros_ms / direct_ms,
-            "inside_ms": statistics.median(inside[3:]) * 1000}
+            "inside_ms": statistics.median(inside[3:]) * 1000, "floor_ms": floor_ms}
+
+
+ECHO = """
+import sys, threading
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from std_msgs.msg import Header
+from act_node.nodes.messages import RELIABLE, SENSOR
+rclpy.init()
+node = rclpy.create_node("bench_echo")
+back = node.create_publisher(Header, "/bench/pong", RELIABLE)
+node.create_subscription(Header, "/bench/ping", back.publish, SENSOR, raw=True)  # the bytes, as they came
+executor = SingleThreadedExecutor()
+executor.add_node(node)
+closed = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
+print("ready", flush=True)
+while not closed.is_set():
+    executor.spin_once(timeout_sec=0.1)
+node.destroy_node()
+rclpy.try_shutdown()
+"""
+
+
+def round_trip_floor(executor, repeat: int) -> float:
+    """The least any request and answer between two rclpy processes costs here: a std_msgs/Header out with the
+    observations' QoS (best effort) and back with the chunks' (reliable), another process's subscription
+    publishing what it got, one SingleThreadedExecutor at each end, act_node's profile, nothing computed.
+    Median seconds of `repeat` round trips, measured as request_to_chunk measures (this process's executor on
+    its own thread, the main thread waiting for the answer)."""
+    import subprocess
+
+    from act_node.dds import profile_environment
+
+    echo = subprocess.Popen([sys.executable, "-c", ECHO], env={**os.environ, **profile_environment()},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    probe = Node("bench_ping")
+    came = threading.Event()
+    probe.create_subscription(Header, "/bench/pong", lambda _: came.set(), RELIABLE, raw=True)
+    ping = probe.create_publisher(Header, "/bench/ping", SENSOR)
+    executor.add_node(probe)
+    try:
+        if echo.stdout.readline().strip() != "ready":
+            raise SystemExit("the echo process did not start")
+        began = time.perf_counter()
+        while ping.get_subscription_count() == 0 or probe.count_publishers("/bench/pong") == 0:
+            if time.perf_counter() - began > 30:
+                raise SystemExit("the echo process was not discovered within 30 s")
+            time.sleep(0.05)
+        time.sleep(1.0)
+        trips = []
+        for k in range(repeat + 10):
+            came.clear()
+            sent = time.perf_counter()
+            ping.publish(Header(frame_id=str(k)))
+            if not came.wait(5.0):
+                raise SystemExit("no answer from the echo process within 5 s")
+            if k >= 10:
+                trips.append(time.perf_counter() - sent)
+            time.sleep(0.02)
+    finally:
+        echo.stdin.close()
+        echo.wait(timeout=30)
+        executor.remove_node(probe)
+        probe.destroy_node()
+    return statistics.median(trips)
 
 
 PUBLISHER = """
