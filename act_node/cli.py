@@ -351,8 +351,9 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
     parser.add_argument("--renderer", choices=RENDER_CHOICES, default="auto",
-                        help="camera renderer: auto (a camera checkpoint's own, else pybullet's EGL plugin where it "
-                             "loads, else TinyRenderer), egl (faster, needs libEGL) or tiny (needs nothing)")
+                        help="camera renderer: auto (a camera checkpoint's own; else the faster for the image "
+                             "size: TinyRenderer below 32,000 pixels, pybullet's EGL plugin from there where it "
+                             "loads), egl (needs libEGL) or tiny (needs nothing)")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,9 +15,10 @@ Defaults, and why:
 - velocity bound: the STS3215's no-load speed (act_node.so101).
 - images: 240x320 for the sim's own views and videos, 96x128 for training and the graph's default policy
   (the shipped checkpoint's size: models/act_pick/README.md).
-- renderer auto: pybullet's EGL plugin where it loads (2.4x as fast as TinyRenderer at 240x320, 5x at 480x640,
-  bench/bench_render.py), else TinyRenderer; a checkpoint that takes images gets the renderer its dataset was
-  recorded with (`checkpoint_renderer`): the two light the scene differently.
+- renderer auto: the faster for the image size (bench/bench_render.py): TinyRenderer at the 96x128 default (EGL
+  costs about 10 ms a frame at any size on these CPUs), pybullet's EGL plugin from 32,000 pixels a frame where it
+  loads (2.1x as fast at 240x320, 4.4x at 480x640); a checkpoint that takes images gets the renderer its dataset
+  was recorded with (`checkpoint_renderer`): the two light the scene differently.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ class GraphConfig:
     image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
     image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
     objects: int = _argument(4, "objects on the table", low=1, high=8)
-    renderer: str = _argument("auto", "the sim's camera renderer: auto (a camera checkpoint's own, else egl where "
-                              "it loads, else tiny), egl (pybullet's EGL plugin: 2.4x as fast at 240x320, 5x at "
-                              "480x640 on these CPUs; needs libEGL) or tiny (TinyRenderer: needs nothing)",
+    renderer: str = _argument("auto", "the sim's camera renderer: auto (a camera checkpoint's own; else the faster "
+                              "for the image size: tiny below 32,000 pixels a frame, egl from there where it loads), "
+                              "egl (pybullet's EGL plugin: 2.1x as fast as tiny at 240x320, 4.4x at 480x640, 0.45x "
+                              "at 96x128 on these CPUs; needs libEGL) or tiny (TinyRenderer: needs nothing)",
                               choices=RENDER_CHOICES)
     episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
     first_seed: int = _argument(0, "seed of the first episode", low=0)
@@ -156,7 +158,7 @@ class GraphConfig:
     def sim_renderer(self) -> str:
         """The renderer the sim is built with: `renderer`, except that "auto" with a checkpoint that takes images
         is the renderer its dataset was recorded with (TinyRenderer for one recorded before datasets said);
-        otherwise "auto" stays, and the world draws with EGL where its plugin loads."""
+        otherwise "auto" stays: the table-top picks the faster for its image size (cameras.auto_renderer)."""
         if self.renderer != "auto" or self.policy != "act" or not readable_checkpoint_cameras(self.checkpoint):
             return self.renderer
         return checkpoint_renderer(self.checkpoint) or "tiny"

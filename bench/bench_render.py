@@ -1,6 +1,7 @@
 """Camera rendering, TinyRenderer against pybullet's EGL renderer plugin, side by side in one run.
 
-  tiny   pybullet.ER_TINY_RENDERER: pybullet's own software rasteriser, the env's default
+  tiny   pybullet.ER_TINY_RENDERER: pybullet's own software rasteriser (renderer auto below
+         act_node.tabletop.cameras.EGL_FROM_PIXELS a frame)
   egl    the eglRenderer plugin with ER_BULLET_HARDWARE_OPENGL: OpenGL through EGL, here Mesa's llvmpipe
          (a CPU renderer; on a machine with a GPU and its EGL driver the same call renders on the GPU)
 
@@ -12,7 +13,7 @@ mean absolute difference (0-255), the same with each channel's mean brightness m
 the scene differently; what remains is geometry), and the share of pixels off by more than 32 in a channel.
 Rounds alternate the renderers; times are per frame.
 
-Run: .venv/bin/python bench/bench_render.py [--frames 20] [--rounds 3] [--sizes 240x320 480x640] [--save DIR]
+Run: .venv/bin/python bench/bench_render.py [--frames 20] [--rounds 3] [--sizes 96x128 ... 480x640] [--save DIR]
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--frames", type=int, default=20, help="frames per renderer and round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sizes", nargs="+", default=["240x320", "480x640"], help="HxW")
+    parser.add_argument("--sizes", nargs="+", default=["96x128", "144x192", "168x224", "240x320", "480x640"],
+                        help="HxW (96x128: the training size; auto changes sides between 144x192 and 168x224)")
     parser.add_argument("--save", type=Path, help="write each renderer's picture here as .npy")
     parser.add_argument("--summary", type=Path, help="also write the p50s here (JSON)")
     args = parser.parse_args()

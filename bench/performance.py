@@ -93,11 +93,17 @@ def table(transport: dict, ros: dict, evaluation: dict, render: dict) -> str:
                 f"{e['lerobot_eval_per_min']:.1f}/min); {e['with_start']:.2f}x with the process start; same success "
                 f"{e['same_success']}/{e['episodes']}, same summed reward {e['same_reward']}/{e['episodes']} | "
                 f">= 5x, identical results | {mark(e['once_started'] >= 5 and e['with_start'] >= 5 and agree)} |")
+    from act_node.tabletop.cameras import EGL_FROM_PIXELS
+
+    before = {"240x320": "27 ms TinyRenderer", "480x640": "95 ms TinyRenderer"}
     for size, r in render.items():
-        rows.append(f"| a {size} frame, TinyRenderer / EGL plugin (Mesa llvmpipe) | "
-                    f"{'95 ms' if size == '480x640' else '27 ms'} TinyRenderer | {r['tiny_ms']:.1f} / "
-                    f"{r['egl_ms']:.1f} ms: EGL {r['tiny_ms'] / r['egl_ms']:.2f}x as fast | measured side by side | "
-                    f"yes |")
+        height, width = (int(v) for v in size.split("x"))
+        faster, ratio = ("EGL", r["tiny_ms"] / r["egl_ms"]) if r["egl_ms"] < r["tiny_ms"] else \
+            ("TinyRenderer", r["egl_ms"] / r["tiny_ms"])
+        auto = "EGL" if height * width >= EGL_FROM_PIXELS else "TinyRenderer"
+        rows.append(f"| a {size} frame, TinyRenderer / EGL plugin (Mesa llvmpipe) | {before.get(size, '')} | "
+                    f"{r['tiny_ms']:.1f} / {r['egl_ms']:.1f} ms: {faster} {ratio:.2f}x as fast; renderer auto draws "
+                    f"with {auto} | the faster the default, the other a parameter | {mark(faster == auto)} |")
     return "\n".join(rows)
 
 

@@ -21,10 +21,22 @@ NEAR_M, FAR_M = 0.01, 3.0
 # The renderers the world can draw the cameras with (World(renderer=...)): pybullet's TinyRenderer, and its
 # EGL plugin (ER_BULLET_HARDWARE_OPENGL through EGL: Mesa's llvmpipe here, a GPU's driver where there is one).
 RENDERERS = ("tiny", "egl")
-# What a user may ask for: a renderer, or "auto": EGL where its plugin loads (2.4x as fast as TinyRenderer at
-# 240x320 here, 5x at 480x640: bench/bench_render.py), else TinyRenderer. A checkpoint that takes images pins
-# "auto" to the renderer of the dataset it was trained on (act_node.config.GraphConfig.sim_renderer).
+# What a user may ask for: a renderer, or "auto": the faster one for the cameras' size (see EGL_FROM_PIXELS),
+# EGL only where its plugin loads. A checkpoint that takes images pins "auto" to the renderer of the dataset it
+# was trained on (act_node.config.GraphConfig.sim_renderer).
 RENDER_CHOICES = ("auto", *RENDERERS)
+# "auto" draws with EGL from this many pixels a frame up, with TinyRenderer below. TinyRenderer's time grows
+# with the pixels; EGL on Mesa's llvmpipe costs about 10 ms a frame at any size, then grows slowly. Measured
+# here per frame (bench/bench_render.py), tiny / egl: 96x128 4.5 / 10.0 ms, 144x192 9.6 / 10.5, 168x224 13.2 /
+# 12.0, 240x320 26.6 / 12.6, 480x640 109 / 25. On a GPU's EGL driver the crossover is likely lower (not measured).
+EGL_FROM_PIXELS = 32_000
+
+
+def auto_renderer(specs: list[CameraSpec]) -> str:
+    """What "auto" becomes for these cameras: "tiny" when the largest frame is under EGL_FROM_PIXELS (and when
+    there is no camera), else "auto" still: the world then draws with EGL where its plugin loads."""
+    largest = max((spec.height * spec.width for spec in specs), default=0)
+    return "auto" if largest >= EGL_FROM_PIXELS else "tiny"
 # The cameras this table-top has: fixed ones by eye and look-at point (table frame, metres), arm ones by link.
 CAMERAS = {
     "front": dict(eye=(0.5, 0.52, 0.34), target=(0.5, 0.2, 0.0), fov_y_deg=50.0),  # across the table, at the reach

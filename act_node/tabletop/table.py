@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from act_node import so101
-from act_node.tabletop.cameras import CameraRig, CameraSpec
+from act_node.tabletop.cameras import CameraRig, CameraSpec, auto_renderer
 from act_node.tabletop.robot import Robot
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.task import PickTask
@@ -41,7 +41,8 @@ class TableTop:
         if PHYSICS_HZ % fps:
             raise ValueError(f"fps {fps} must divide the physics rate {PHYSICS_HZ} Hz")
         self.fps = fps
-        self.world = World(renderer=renderer)
+        # "auto": TinyRenderer for small frames, where it is the faster (auto_renderer); else EGL where it loads
+        self.world = World(renderer=auto_renderer(cameras) if renderer == "auto" else renderer)
         self.robot = Robot(self.world)
         self.task = PickTask(self.world, self.robot)
         self.rig = CameraRig(self.world, self.robot, cameras)

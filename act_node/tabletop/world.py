@@ -94,7 +94,8 @@ class Client:
     """One pybullet connection (DIRECT: no window); pybullet's functions with this client's id filled in.
     renderer "egl" loads pybullet's EGL plugin at once (it draws only the bodies created after it) and refuses
     to start without it; "auto" tries it and draws with TinyRenderer where it does not load, saying why on
-    stderr once a process. `name` is the renderer it draws with: "tiny" or "egl"."""
+    stderr once a process (the table-top first turns "auto" into "tiny" for small frames: auto_renderer).
+    `name` is the renderer it draws with: "tiny" or "egl"."""
 
     def __init__(self, renderer: str = "tiny"):
         if renderer not in RENDER_CHOICES:

@@ -27,9 +27,9 @@ class ActNodePickEnv(EnvConfig):
     observation_height: int = SIM_IMAGE_SIZE[0]
     observation_width: int = SIM_IMAGE_SIZE[1]
     target_source: str = "selector"  # or "truth"
-    # auto: EGL where pybullet's plugin loads, else TinyRenderer. LeRobot makes the env without the policy, so
-    # auto cannot follow a camera checkpoint's dataset here as act-sim eval does: give --env.renderer=tiny for
-    # one trained on a dataset recorded with TinyRenderer (its meta/act_node_renderer.json says, or is missing)
+    # auto: the faster for the image size (TinyRenderer below 32,000 pixels a frame, EGL from there where it
+    # loads). LeRobot makes the env without the policy, so auto cannot follow a camera checkpoint's dataset here
+    # as act-sim eval does: give --env.renderer with what its meta/act_node_renderer.json says (missing: tiny)
     renderer: str = "auto"
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
