@@ -3,10 +3,10 @@
   request-to-chunk     observation published -> chunk received from the policy node, against
                        act_node.policy called directly on the same observation (ratio, goal 1.03); and its
                        floor: a std_msgs/Header out and back between two rclpy processes, nothing computed
-  image transport      a 480x640 rgb8 Image published by another process -> received here (frames that
-                       arrive, p50, p90), with the graph's best-effort camera QoS and with reliable QoS
   sim realtime factor  sim seconds per wall second of the sim node in realtime mode, two cameras 240x320,
-                       the expert node attached so that ticks execute actions rather than hold
+                       a policy node attached (the shipped ACT, and an untrained camera ACT)
+  graph images         the graph's two 480x640 EGL cameras, every tick, to an outside viewer: frames missing
+(Images between processes at 480x640 and 720x1280, with and without the profile: bench_transport.py.)
 
 Untrained weights, LeRobot's documented-size ACT for this task (bench_policy.DOCUMENTED).
 Run: .venv/bin/python bench/bench_ros.py [--repeat 20]
@@ -198,56 +198,6 @@ def round_trip_floor(executor, repeat: int) -> float:
     return statistics.median(trips)
 
 
-PUBLISHER = """
-import sys, time
-import numpy as np, rclpy
-from sensor_msgs.msg import Image
-from act_node.nodes import messages
-rclpy.init()
-node = rclpy.create_node("bench_image_sender")
-publisher = node.create_publisher(Image, "/bench/image", getattr(messages, sys.argv[2]))
-frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
-while publisher.get_subscription_count() == 0:
-    time.sleep(0.05)
-time.sleep(0.5)
-for _ in range(int(sys.argv[1])):
-    publisher.publish(messages.image_message(frame, time.time(), "camera"))  # stamped with the wall clock
-    time.sleep(0.1)
-"""
-
-
-def image_transport(executor, repeat: int) -> None:
-    """Another process publishes 480x640 frames stamped with the wall clock at 10 Hz; this one receives them,
-    once with the cameras' own QoS (best effort, what the graph uses) and once with reliable QoS."""
-    import subprocess
-
-    for qos_name in ("SENSOR", "RELIABLE"):
-        receiver = Node("bench_receiver")
-        latencies: list[float] = []
-        receiver.create_subscription(Image, "/bench/image",
-                                     lambda m, got=latencies: got.append(time.time() - messages.seconds_of(
-                                         m.header.stamp)),
-                                     getattr(messages, qos_name))
-        executor.add_node(receiver)
-        subprocess.run([sys.executable, "-c", PUBLISHER, str(repeat), qos_name], check=True, timeout=300)
-        time.sleep(0.5)
-        executor.remove_node(receiver)
-        receiver.destroy_node()
-        label = "best effort (the graph's camera QoS)" if qos_name == "SENSOR" else "reliable"
-        if latencies:
-            print(f"image 480x640 rgb8 between processes, {label}: {len(latencies)} of {repeat} received, "
-                  f"p50 {percentile(latencies, 50) * 1000:.2f} ms, p90 {percentile(latencies, 90) * 1000:.2f} ms")
-        else:
-            print(f"image 480x640 rgb8 between processes, {label}: 0 of {repeat} received")
-    frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
-    copies = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        np.copy(frame)
-        copies.append(time.perf_counter() - began)
-    print(f"the same frame copied in one process: p50 {percentile(copies, 50) * 1000:.3f} ms")
-
-
 def beside_a_graph(launch: list[str], watcher: str, seconds: float, domain_offset: int,
                    watcher_env: dict | None = None) -> str:
     """`act-sim launch <launch>` in a domain of its own, and a watcher script (python -c) beside it for
@@ -374,11 +324,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--only", nargs="+", choices=("chunk", "transport", "realtime", "graph_images"),
+    parser.add_argument("--only", nargs="+", choices=("chunk", "realtime", "graph_images"),
                         help="some of the figures")
     parser.add_argument("--summary", type=Path, help="also write the chunk and realtime figures here (JSON)")
     args = parser.parse_args()
-    wanted = set(args.only or ("chunk", "transport", "realtime", "graph_images"))
+    wanted = set(args.only or ("chunk", "realtime", "graph_images"))
     summary: dict = {}
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -393,8 +343,6 @@ def main() -> None:
             checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
             summary["chunk"] = request_to_chunk(executor, checkpoint, env, args.repeat)
             env.close()
-    if "transport" in wanted:
-        image_transport(executor, args.repeat * 5)
     if "realtime" in wanted:
         from act_node.config import shipped_checkpoint
 
