@@ -124,7 +124,9 @@ def main() -> None:
               args.out)
     evaluation = run("bench_eval", ["--policy.path", str(ROOT / "models" / "act_pick"), "--episodes",
                                     "4" if quick else "20", "--first-seed", "2000"], args.out)
-    render = run("bench_render", ["--rounds", "1" if quick else "3", "--frames", "3" if quick else "20"], args.out)
+    # the training size and the two; bench_render.py's own default adds the sizes around auto's crossover
+    render = run("bench_render", ["--rounds", "1" if quick else "3", "--frames", "3" if quick else "20", "--sizes",
+                                  "96x128", "240x320", "480x640"], args.out)
     text = table(transport, ros, evaluation, render)
     header = (f"{os.cpu_count()} cores, load average {load:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
               f"{' (--quick: not figures)' if quick else ''}; `python bench/performance.py`\n\n")
