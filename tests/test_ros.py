@@ -392,3 +392,20 @@ def test_ros_and_in_process_evaluation_of_a_checkpoint_agree(tiny_checkpoint, tm
         assert (a["seed"], a["success"], a["steps"]) == (b["seed"], b["success"], b["steps"])
         assert b["held_ticks"] == 0, "the sim held for want of an action: the two runs executed different commands"
         assert a["sum_reward"] == pytest.approx(b["sum_reward"], abs=1e-3)
+
+
+def test_the_policy_node_warns_when_the_sim_draws_with_another_renderer_than_its_checkpoint_saw(
+        ros, tiny_checkpoint, capfd):
+    node = make_policy_node(tiny_checkpoint)  # its dataset was drawn with TinyRenderer (PickObjectEnv's default)
+    try:
+        assert node.trained_renderer == "tiny"
+        capfd.readouterr()
+        node.on_episode((5.0, {"task": "pick up the cup", "renderer": "tiny"}))
+        assert "the sim draws its cameras with" not in capfd.readouterr().err
+        node.on_episode((6.0, {"task": "pick up the cup", "renderer": "egl"}))
+        said = capfd.readouterr().err
+        assert "the sim draws its cameras with 'egl', but this checkpoint was trained on images drawn with " \
+               "'tiny'" in said and "renderer:=tiny" in said
+        assert node.episode_start_s == 6.0  # a warning: the run goes on
+    finally:
+        node.destroy_node()
