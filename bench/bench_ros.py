@@ -133,22 +133,20 @@ def request_to_chunk(executor, checkpoint: Path, env: PickObjectEnv, repeat: int
 
 
 ECHO = """
-import sys, threading
+import sys
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from std_msgs.msg import Header
 from act_node.nodes.messages import RELIABLE, SENSOR
+sys.path.insert(0, sys.argv[1])
+from bench_transport import spin_until_told
 rclpy.init()
 node = rclpy.create_node("bench_echo")
 back = node.create_publisher(Header, "/bench/pong", RELIABLE)
 node.create_subscription(Header, "/bench/ping", back.publish, SENSOR, raw=True)  # the bytes, as they came
 executor = SingleThreadedExecutor()
 executor.add_node(node)
-closed = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), closed.set()), daemon=True).start()
-print("ready", flush=True)
-while not closed.is_set():
-    executor.spin_once(timeout_sec=0.1)
+spin_until_told(executor, 0.1)
 node.destroy_node()
 rclpy.try_shutdown()
 """
@@ -164,7 +162,8 @@ def round_trip_floor(executor, repeat: int) -> float:
 
     from act_node.dds import profile_environment
 
-    echo = subprocess.Popen([sys.executable, "-c", ECHO], env={**os.environ, **profile_environment()},
+    echo = subprocess.Popen([sys.executable, "-c", ECHO, str(Path(__file__).parent)],
+                            env={**os.environ, **profile_environment()},
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     probe = Node("bench_ping")
     came = threading.Event()

@@ -95,6 +95,16 @@ def publish(size: tuple[int, int], frames: int, rate_hz: float, raw: bool) -> No
     rclpy.try_shutdown()
 
 
+def spin_until_told(executor, timeout_sec: float = 0.05) -> None:
+    """A child end of a bench: say "ready" on stdout, then spin until a line on stdin or its end (the parent's
+    way to stop it without a signal, which rclpy's handlers would take)."""
+    told = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), told.set()), daemon=True).start()
+    print("ready", flush=True)
+    while not told.is_set():
+        executor.spin_once(timeout_sec=timeout_sec)
+
+
 def receive(size: tuple[int, int], raw: bool) -> None:
     """The receiving process: image_array on every frame; on a line on stdin, prints what arrived as JSON."""
     import rclpy
@@ -125,11 +135,7 @@ def receive(size: tuple[int, int], raw: bool) -> None:
                                  messages.SENSOR, raw=raw)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
-    print("ready", flush=True)
-    while not stop.is_set():
-        executor.spin_once(timeout_sec=0.05)
+    spin_until_told(executor)
     cpu = cpu_seconds() - (first_cpu[0] if first_cpu else cpu_seconds())
     count = sum(len(v) for v in arrived.values())
     print(json.dumps({"arrived": arrived, "cpu_ms": 1000 * cpu / max(count, 1)}), flush=True)
