@@ -201,6 +201,84 @@ def test_auto_draws_small_frames_with_tinyrenderer_large_ones_with_egl_where_it_
         PickObjectEnv(objects=1, renderer="egl")
 
 
+def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
+    observation, _ = env.reset(seed=2)
+    with pytest.raises(ValueError, match=r"shape \(6,\)"):
+        env.step(np.zeros(5))
+    nan = observation["agent_pos"].copy()
+    nan[2] = np.nan
+    with pytest.raises(ValueError, match="NaN or inf at joints \\['elbow_flex'\\]"):
+        env.step(nan)
+    wild = np.clip(observation["agent_pos"], so101.LOWER_LEROBOT + 1, so101.UPPER_LEROBOT - 1)
+    wild[0], wild[5] = 500.0, -20.0
+    _, _, _, _, info = env.step(wild)
+    assert info["clipped_joints"] == 2 and info["clipped_total"] == 2
+    _, _, _, _, info = env.step(wild)
+    assert info["clipped_joints"] == 2 and info["clipped_total"] == 4
+
+
+def test_camera_intrinsics_and_pose_project_onto_the_rendered_object():
+    environment = PickObjectEnv(objects=1, cameras=("top", "front"), image_size=(120, 160), target_source="truth",
+                                request="cube")
+    observation, _ = environment.reset(seed=3)
+    cube = environment.scene.target
+    for camera in environment.cameras:
+        position, optical = environment.table.rig.pose(camera.name)
+        point = optical.T @ (np.array([*cube.xy, 0.035]) - position)  # the cube's top centre, camera frame
+        u, v, w = camera.intrinsics() @ point
+        column, row = int(u / w), int(v / w)
+        pixel = observation["pixels"][camera.name][row, column].astype(int)
+        assert pixel[0] > 120 and pixel[1] < 80 and pixel[2] < 80, f"{camera.name}: {pixel} at {(row, column)} not red"
+    environment.close()
+
+
+def test_selector_target_agrees_with_the_truth():
+    environment = PickObjectEnv(objects=6, **SMALL)
+    errors = []
+    for seed in range(10):
+        observation, info = environment.reset(seed=seed)
+        assert info["selector_found"]
+        errors.append(info["target_error_m"])
+        assert np.hypot(*(observation["environment_state"][:2] - environment.scene.target.xy)) == \
+            pytest.approx(info["target_error_m"], abs=1e-6)
+    environment.close()
+    assert max(errors) < 0.01
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_the_expert_picks_up_the_requested_object(env, seed):
+    observation, info = env.reset(seed=seed)
+    expert = ScriptedExpert(env)
+    expert.reset(observation)
+    start = env.scene.target.xy.copy()
+    terminated = truncated = False
+    while not (terminated or truncated):
+        observation, reward, terminated, truncated, info = env.step(expert.act(observation))
+    assert info["is_success"] and reward == 1.0, env.task
+    task = env.table.task
+    assert task.lift_m() >= 0.05 and task.held()
+    assert np.hypot(*(task.target_pose()[0][:2] - start)) < 0.05
+
+
+def test_the_gripper_holds_what_it_lifted_for_a_second_more():
+    """The gripper squeezes with its holding torque (so101.GRIPPER_TORQUE_NM): at full torque these four picks
+    (two balls, two cups) reached the success and the object was pressed out of the jaws within the second."""
+    env = PickObjectEnv(objects=4, **SMALL)
+    expert = ScriptedExpert(env)
+    for seed in (10004, 10012, 10015, 10017):
+        observation, info = env.reset(seed=seed)
+        expert.reset(observation)
+        terminated = truncated = False
+        while not (terminated or truncated):
+            observation, _, terminated, truncated, info = env.step(expert.act(observation))
+        assert info["is_success"], (seed, env.task)
+        for _ in range(30):  # the rest of the lift, then the hold
+            observation, *_ = env.step(expert.act(observation))
+        task = env.table.task
+        assert task.held() and task.lift_m() >= 0.05, (seed, env.task, task.lift_m())
+    env.close()
+
+
 def test_egl_refuses_to_draw_on_another_thread_than_the_one_that_made_it():
     import threading
 
