@@ -62,6 +62,7 @@ class ChunkExecutor:
     _slots: dict[int, _Slot] = field(default_factory=dict, init=False)
     _newest_stamp_s: float = field(default=-math.inf, init=False)
     _last: np.ndarray | None = field(default=None, init=False)
+    _merged: tuple[float, np.ndarray] | None = field(default=None, init=False)  # the last chunk merged
 
     def __post_init__(self):
         if self.merge not in MERGE_RULES:
@@ -80,6 +81,7 @@ class ChunkExecutor:
         """Forget every queued step; hold `positions` until a chunk arrives."""
         self._slots.clear()
         self._newest_stamp_s = -math.inf
+        self._merged = None
         self._last = None if positions is None else np.asarray(positions, float).copy()
 
     @property
@@ -99,6 +101,9 @@ class ChunkExecutor:
             raise ValueError(f"chunk must be (steps >= 1, {self.lower.shape[0]}), got {actions.shape}")
         if not np.all(np.isfinite(actions)):
             raise ValueError("chunk holds NaN or inf")
+        if self._merged is not None and self._merged[0] == chunk.stamp_s and np.array_equal(self._merged[1], actions):
+            return 0  # the same chunk again (a policy says it again to a re-sent observation): merged once
+        self._merged = (chunk.stamp_s, actions)
         first, now = self.tick(chunk.stamp_s), self.tick(now_s)
         skip = max(0, now - first)
         if self.merge == "replace":

@@ -82,3 +82,19 @@ def test_bad_chunks_and_settings_are_refused():
     assert run.queued_ticks() == []
     with pytest.raises(ValueError, match="merge rule"):
         executor("vote")
+
+
+def test_the_same_chunk_twice_is_merged_once():
+    """A policy sends a chunk again when a lockstep sim says its observation again (the first copy may have
+    been lost); when both copies arrive, the ensemble must not count the prediction twice."""
+    once, twice = executor("ensemble", ensemble_coeff=0.5), executor("ensemble", ensemble_coeff=0.5)
+    first, second = Chunk(1.0, np.full((5, 2), 0.2)), Chunk(1.0, np.full((5, 2), 0.6))
+    once.add(first, now_s=1.0)
+    twice.add(first, now_s=1.0)
+    assert twice.add(Chunk(1.0, np.full((5, 2), 0.2)), now_s=1.0) == 0  # the copy
+    for run in (once, twice):
+        run.add(second, now_s=1.0)  # another chunk for the same tick still counts
+    expected = once.next_command(1.0, np.zeros(2)).positions
+    assert twice.next_command(1.0, np.zeros(2)).positions == pytest.approx(expected)
+    weights = np.exp(-0.5 * np.arange(2))
+    assert expected == pytest.approx([np.dot(weights, [0.2, 0.6]) / weights.sum()] * 2)  # both, each once

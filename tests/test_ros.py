@@ -409,3 +409,18 @@ def test_the_policy_node_warns_when_the_sim_draws_with_another_renderer_than_its
         assert node.episode_start_s == 6.0  # a warning: the run goes on
     finally:
         node.destroy_node()
+
+
+def test_the_policy_node_sends_the_chunk_again_when_the_observation_is_said_again(policy):
+    """A lockstep sim says an observation again (every republish_s) only while it waits for the chunk: a chunk
+    sent before the sim's subscription matched is lost, and the episode held for want of it."""
+    node, probe = policy
+    probe.chunks.clear()
+    stamp = next(STAMPS)
+    probe.observe(stamp)
+    assert wait_for(lambda: len(probe.chunks) == 1), "no chunk"
+    state = messages.joint_state_message(np.zeros(6), np.zeros(6), stamp)
+    state.name = list(so101.JOINT_NAMES)
+    probe.joints.publish(state)  # the joints of the answered observation, again
+    assert wait_for(lambda: len(probe.chunks) == 2), "the chunk was not sent again"
+    assert probe.chunks[1] == probe.chunks[0] and messages.seconds_of(probe.chunks[1].header.stamp) == stamp

@@ -55,6 +55,7 @@ class ExpertNode(Node):
         self.plan: np.ndarray | None = None
         self.joints: tuple[float, np.ndarray] | None = None
         self.answered_s = -np.inf
+        self.answer: bytes | None = None  # the last chunk sent, for the observation stamped answered_s
         self.plan_tick = 0  # the episode tick the plan starts at
         self.due_tick = 0  # the next tick to answer
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
@@ -72,7 +73,7 @@ class ExpertNode(Node):
     def on_episode(self, start: tuple[float, dict]) -> None:
         start_s, info = start
         self.episode = (start_s, requested_kind(info.get("task", "")))
-        self.plan, self.answered_s = None, -np.inf
+        self.plan, self.answered_s, self.answer = None, -np.inf, None
         self.plan_tick = self.due_tick = 0
         self.try_answer()
 
@@ -85,6 +86,11 @@ class ExpertNode(Node):
         self.try_answer()
 
     def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
+        if joints[0] == self.answered_s and self.answer is not None:
+            # a lockstep sim says an observation again only while it waits for its chunk: the chunk was lost
+            # (sent before the sim's subscription matched, say); send it again (the sim merges a copy once)
+            self.chunk_pub.publish(self.answer)
+            return
         self.joints = joints
         self.try_answer()
 
@@ -105,7 +111,8 @@ class ExpertNode(Node):
             self.plan_tick = tick
         chunk = plan_window(self.plan, tick - self.plan_tick, self.chunk_size)
         chunk_rad = so101.from_lerobot(chunk)
-        self.chunk_pub.publish(serialized_chunk(chunk_rad, stamp, self.fps))
+        self.answer = serialized_chunk(chunk_rad, stamp, self.fps)
+        self.chunk_pub.publish(self.answer)
         self.path.publish(chunk_rad, stamp)
         self.answered_s, self.due_tick = stamp, tick + self.replan_every
 

@@ -110,6 +110,7 @@ class PolicyNode(Node):
         self.episode_start_s: float | None = None
         self.task = ""
         self.answered_s = -np.inf
+        self.answer: tuple[float, bytes] | None = None  # the last chunk sent and its observation's stamp
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
         self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
         self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
@@ -153,7 +154,14 @@ class PolicyNode(Node):
 
     def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
         with self._lock:
-            self.matcher.add("joints", *joints)
+            answer = self.answer if self.answer is not None and self.answer[0] == joints[0] else None
+            if answer is None:
+                self.matcher.add("joints", *joints)
+        if answer is not None:
+            # a lockstep sim says an observation again only while it waits for its chunk: the chunk was lost
+            # (sent before the sim's subscription matched, say); send it again (the sim merges a copy once)
+            self.chunk_pub.publish(answer[1])
+            return
         self._wake.set()
 
     def on_target(self, target: tuple[float, np.ndarray]) -> None:
@@ -184,6 +192,7 @@ class PolicyNode(Node):
         with self._lock:
             self.episode_start_s, self.task = start_s, task
             self.matcher.clear()
+            self.answer = None
             self.answered_s = self.episode_start_s - 1.0 / self.fps
             self._reset_policy = True  # on the inference thread, before its next answer
         self._wake.set()
@@ -268,7 +277,10 @@ class PolicyNode(Node):
                 self.get_logger().info(f"dropped the chunk for t={stamp:.3f} s: its run is over")
                 return False
         chunk_rad = so101.from_lerobot(chunk)
-        self.chunk_pub.publish(serialized_chunk(chunk_rad, stamp, self.fps, self.joint_names))
+        data = serialized_chunk(chunk_rad, stamp, self.fps, self.joint_names)
+        with self._lock:
+            self.answer = (stamp, data)
+        self.chunk_pub.publish(data)
         latency = time.perf_counter() - started
         self.latency_pub.publish(Float64(data=latency))
         self.path.publish(chunk_rad, stamp)
