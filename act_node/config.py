@@ -159,19 +159,19 @@ class GraphConfig:
         """The renderer the sim is built with: `renderer`, except that "auto" with a checkpoint that takes images
         is the renderer its dataset was recorded with (TinyRenderer for one recorded before datasets said);
         otherwise "auto" stays: the table-top picks the faster for its image size (cameras.auto_renderer)."""
-        if self.renderer != "auto" or self.policy != "act" or not readable_checkpoint_cameras(self.checkpoint):
-            return self.renderer
-        return checkpoint_renderer(self.checkpoint) or "tiny"
+        trained = self._trained_renderer() if self.renderer == "auto" else None
+        return trained or self.renderer
 
     def renderer_mismatch(self) -> str | None:
         """A warning when `renderer` was chosen against what the checkpoint's images were drawn with."""
-        if self.renderer == "auto" or self.policy != "act" or not readable_checkpoint_cameras(self.checkpoint):
-            return None
-        trained = checkpoint_renderer(self.checkpoint) or "tiny"
-        if trained == self.renderer:
+        trained = self._trained_renderer() if self.renderer != "auto" else None
+        if trained is None or trained == self.renderer:
             return None
         return (f"renderer {self.renderer!r}, but {self.checkpoint} was trained on images drawn with {trained!r} "
                 f"(they light the scene differently): leave renderer at auto to draw with {trained!r}")
+
+    def _trained_renderer(self) -> str | None:
+        return trained_renderer(self.checkpoint) if self.policy == "act" else None
 
     def env_kwargs(self) -> dict:
         """PickObjectEnv's keyword arguments."""
@@ -258,6 +258,14 @@ def checkpoint_renderer(checkpoint: str | Path) -> str | None:
         return own
     root = training_dataset_root(checkpoint)
     return dataset_renderer(root) if root else None
+
+
+def trained_renderer(checkpoint: str | Path) -> str | None:
+    """What drew a camera checkpoint's training images (checkpoint_renderer; TinyRenderer when nothing says:
+    every camera dataset before RENDERER_FILE); None for a checkpoint that takes no images or does not read."""
+    if not readable_checkpoint_cameras(checkpoint):
+        return None
+    return checkpoint_renderer(checkpoint) or "tiny"
 
 
 def training_dataset_root(checkpoint: str | Path) -> str | None:

@@ -333,11 +333,12 @@ def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
     if recorded:  # a dataset without images does not care what would have drawn them
         try:
             drawn = dataset_renderer(dataset.root)
-        except ValueError as error:
-            drawn = str(error)
-        if drawn != env.renderer:
-            mismatch.append(f"renderer: recorded {drawn}, this run {env.renderer} (the images would light the scene "
-                            f"differently; pass --renderer {drawn})")
+        except ValueError as error:  # its renderer file does not read: nothing to compare with
+            mismatch.append(f"renderer: {error}")
+        else:
+            if drawn != env.renderer:
+                mismatch.append(f"renderer: recorded {drawn}, this run {env.renderer} (the images would light the "
+                                f"scene differently; pass --renderer {drawn})")
     for key, feature in dataset_features(env).items():
         if key in dataset.meta.features and not key.startswith(f"{OBS_IMAGES}."):
             if tuple(dataset.meta.features[key]["shape"]) != feature["shape"]:

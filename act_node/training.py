@@ -133,11 +133,10 @@ def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device
     return Path(output_dir) / "checkpoints" / "last" / "pretrained_model"
 
 
-def stamp_renderer(output_dir: Path) -> int:
+def stamp_renderer(output_dir: Path) -> None:
     """Copy the training dataset's renderer (act_node.config.RENDERER_FILE) into every checkpoint of a run that
     lacks it, so that a checkpoint copied away from its dataset is still evaluated with the renderer its images
-    came from; how many it stamped (none when the dataset is not on this machine)."""
-    stamped = 0
+    came from (none when the dataset is not on this machine)."""
     for model in sorted(Path(output_dir).glob("checkpoints/*/pretrained_model")):
         if recorded_renderer(model) is not None:
             continue
@@ -145,5 +144,3 @@ def stamp_renderer(output_dir: Path) -> int:
         renderer = dataset_renderer(root) if root else None
         if renderer is not None:
             write_renderer(model, renderer)
-            stamped += 1
-    return stamped

@@ -29,7 +29,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS, checkpoint_renderer, readable_checkpoint_cameras
+from act_node.config import DEFAULT_CAMERAS, FPS, readable_checkpoint_cameras, trained_renderer
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
@@ -84,11 +84,10 @@ class PolicyNode(Node):
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
         # what drew the checkpoint's training images: the sim's episode/start says what draws them now
         self.trained_renderer: str | None = None
-        if self.cameras:
-            try:
-                self.trained_renderer = checkpoint_renderer(checkpoint) or "tiny"
-            except ValueError as error:
-                self.get_logger().error(f"not checking the sim's renderer: {error}")
+        try:
+            self.trained_renderer = trained_renderer(checkpoint) if self.cameras else None
+        except ValueError as error:
+            self.get_logger().error(f"not checking the sim's renderer: {error}")
         self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
         self._wake = threading.Event()
         self._ready = threading.Event()  # set once the node is built

@@ -49,6 +49,8 @@ def table_to_arm(xy: np.ndarray) -> np.ndarray:
 
 
 PYBULLET_RENDERERS = dict(zip(RENDERERS, (pybullet.ER_TINY_RENDERER, pybullet.ER_BULLET_HARDWARE_OPENGL)))
+
+
 def egl_plugin_path() -> str | None:
     """The file of pybullet's EGL renderer plugin (the eglRenderer module pybullet installs), if there is one."""
     spec = importlib.util.find_spec("eglRenderer")
@@ -67,27 +69,29 @@ def _note_fallback(problem: str) -> None:
 
 
 @contextmanager
-def _c_stdout_aside(active: bool = True) -> Iterator[list[str]]:
+def _c_stdout_aside(active: bool = True, keep: bool = False) -> Iterator[list[str]]:
     """What C code prints to stdout (file descriptor 1) meanwhile, when `active`, goes neither to the process's
-    stdout nor its stderr but into the yielded list, once the block ends: the EGL plugin reports its device, GL
-    vendor and version with printf, which would land in a command's output and in every launch's log; a caller
-    quotes it when something failed."""
+    stdout nor its stderr: the EGL plugin reports its device, GL vendor and version with printf, which would land
+    in a command's output and in every launch's log. With `keep` the text comes back in the yielded list once the
+    block ends (a caller quotes it when something failed); without, it is dropped (/dev/null: no scratch file
+    for each EGL frame)."""
     said: list[str] = []
     if not active:
         yield said
         return
     sys.stdout.flush()
     saved = os.dup(1)
-    with tempfile.TemporaryFile() as scratch:
+    with tempfile.TemporaryFile() if keep else open(os.devnull, "wb") as sink:
         try:
-            os.dup2(scratch.fileno(), 1)
+            os.dup2(sink.fileno(), 1)
             yield said
         finally:
-            _C_LIBRARY.fflush(None)  # C's stdout buffer, to the scratch file and not to the restored stdout
+            _C_LIBRARY.fflush(None)  # C's stdout buffer, to the sink and not to the restored stdout
             os.dup2(saved, 1)
             os.close(saved)
-            scratch.seek(0)
-            said.append(scratch.read().decode(errors="replace"))
+            if keep:
+                sink.seek(0)
+                said.append(sink.read().decode(errors="replace"))
 
 
 class Client:
@@ -129,7 +133,7 @@ class Client:
         path = egl_plugin_path()
         if path is None:
             return "pybullet could not load its eglRenderer plugin (not in this pybullet install)"
-        with _c_stdout_aside() as said:
+        with _c_stdout_aside(keep=True) as said:
             plugin = pybullet.loadPlugin(path, "_eglRendererPlugin", physicsClientId=self.id)
         if plugin < 0:
             report = " ".join(" ".join(said).split())[-300:]
