@@ -50,7 +50,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "act-attention = act_node.attention_cli:main",
+            "act-attention = act_node.attention.cli:main",
             "act-sim = act_node.cli:main",
             "act_sim_node = act_node.nodes.sim_node:main",
             "act_policy_node = act_node.nodes.policy_node:main",

@@ -24,15 +24,23 @@ import numpy as np
 from gymnasium.utils import seeding
 from tqdm import tqdm
 
-from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TRAIN_IMAGE_SIZE, GraphConfig
+from act_node.config import (
+    DEFAULT_CAMERAS,
+    EPISODE_STEPS,
+    FPS,
+    RENDER_CHOICES,
+    SIM_IMAGE_SIZE,
+    TRAIN_IMAGE_SIZE,
+    GraphConfig,
+)
+from act_node.episodes import EpisodeResult, run_episode
 from act_node.observation import requested_kind
-from act_node.tabletop.cameras import RENDER_CHOICES
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.scene import sample_scene
 from act_node.tabletop.table import HOME_LEROBOT
-from act_node.tabletop.video import caption, step_caption, write_video
+from act_node.tabletop.video import write_video
 from act_node.tabletop.world import table_to_arm
 
 
@@ -55,43 +63,24 @@ def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
     return PickObjectEnv(**{**env_settings(args), **overrides})
 
 
-def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> dict:
+def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> EpisodeResult:
     """One seeded episode under the scripted expert; appends captioned frames if a list is given.
     A scene the expert cannot plan is a failed episode of no steps, with the reason in `unplannable`."""
-    expert = ScriptedExpert(env)
-    observation, info = env.reset(seed=seed)
-    try:
-        expert.reset(observation)
-    except Unreachable as error:
-        return {"seed": seed, "task": env.task, "success": False, "steps": 0, "return": 0.0,
-                "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
-                "clamped_joints": 0, "unplannable": str(error)}
-    total = 0.0
-    if frames is not None:
-        frames.append(caption(env.render(), step_caption(seed, env.task)))
-    terminated = truncated = False
-    while not (terminated or truncated):
-        observation, reward, terminated, truncated, info = env.step(expert.act(observation))
-        total += reward
-        if frames is not None:
-            frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
-    return {"seed": seed, "task": env.task, "success": info["is_success"], "steps": info["steps"],
-            "return": total, "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
-            "clamped_joints": info["clipped_total"], "unplannable": None}
+    return run_episode(env, ScriptedExpert(env), seed, frames=frames)
 
 
 def cmd_video(args: argparse.Namespace) -> None:
     env = make_env(args)
     frames: list[np.ndarray] = []
     result = run_expert_episode(env, args.seed, frames)
-    if result["unplannable"]:
+    if result.unplannable:
         env.close()
         raise SystemExit(f"act-sim video: seed {args.seed}: the expert cannot plan this scene "
-                         f"({result['unplannable']})")
+                         f"({result.unplannable})")
     # hold the last frame a second so the outcome can be seen
     path = write_video(frames + [frames[-1]] * FPS, Path(args.out), FPS)
     env.close()
-    print(json.dumps(result))
+    print(json.dumps(result.to_dict()))
     print(f"wrote {path} ({len(frames)} frames)")
 
 
@@ -104,7 +93,7 @@ def _start_expert_worker(settings: dict) -> None:
 
 
 def _expert_episode(seed: int) -> dict:
-    return run_expert_episode(_EXPERT_ENV, seed)
+    return run_expert_episode(_EXPERT_ENV, seed).to_dict()
 
 
 def cmd_expert(args: argparse.Namespace) -> None:
@@ -174,7 +163,7 @@ def cmd_plannable(args: argparse.Namespace) -> None:
     """Plan each seed's pick without simulating it. Default: the scene as sampled (true place and yaw,
     the home pose as start). --exact: the env's own reset (objects settled by physics, the target from
     the selector, the noisy start), i.e. exactly what `act-sim record` plans from, without cameras."""
-    from act_node.tabletop.expert import scene_plan_failure
+    from act_node.tabletop.scene import scene_plan_failure
 
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     env = PickObjectEnv(objects=args.objects, cameras=(), target_source=args.target) if args.exact else None
@@ -247,7 +236,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
     """--cameras, --height and --width not given: the checkpoint's own (one size for every camera)."""
-    from act_node.config import checkpoint_cameras
+    from act_node.checkpoints import checkpoint_cameras
 
     if args.cameras is not None and args.height is not None and args.width is not None:
         return

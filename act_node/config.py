@@ -6,7 +6,8 @@ fields): it checks itself when made, and produces everything downstream from the
     GraphConfig.launch_arguments()      name -> (default text, description): sim.launch.py and act-sim launch
     GraphConfig.from_arguments({...})   launch-argument strings -> a checked config
     config.env_kwargs()                 PickObjectEnv's keyword arguments (in-process eval, the LeRobot plugin)
-    config.sim_parameters(), ...        each node's ROS parameters (act_node.nodes.graph)
+    nodes.graph.describe(...)           each node's ROS parameters, taken from these fields
+                                        (act_node.nodes.parameters.from_config: default, description, limits)
 
 Defaults, and why:
 - 30 fps: LeRobot's SO-101 recording rate; the sim steps physics at 240 Hz, 8 substeps a tick.
@@ -24,12 +25,13 @@ Defaults, and why:
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.tabletop.cameras import CAMERAS, RENDER_CHOICES, RENDERERS
+from act_node.checkpoints import checkpoint_n_action_steps, trained_renderer
+from act_node.chunks import MERGE_RULES
+from act_node.table_frame import CAMERA_NAMES, RENDER_CHOICES
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -41,7 +43,6 @@ TRAIN_IMAGE_SIZE = (96, 128)
 POLICIES = ("act", "expert")
 SHIPPED_MODEL = "act_pick"  # models/act_pick: the trained ACT, policy:=act's default checkpoint
 CLOCKS = ("lockstep", "realtime")
-MERGE_RULES = ("replace", "average", "ensemble")
 TARGET_SOURCES = ("selector", "truth")
 
 
@@ -56,7 +57,7 @@ class GraphConfig:
     checkpoint: str = _argument("", f"LeRobot pretrained_model folder (policy:=act; empty: the shipped "
                                     f"models/{SHIPPED_MODEL})")
     clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
-    cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERAS)}")
+    cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERA_NAMES)}")
     image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
     image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
     objects: int = _argument(4, "objects on the table", low=1, high=8)
@@ -102,9 +103,9 @@ class GraphConfig:
                 problems.append(f"{spec.name} must be at least {meta['low']}, got {value}")
             if "high" in meta and value > meta["high"]:
                 problems.append(f"{spec.name} must be at most {meta['high']}, got {value}")
-        unknown = [c for c in self.cameras if c not in CAMERAS]
+        unknown = [c for c in self.cameras if c not in CAMERA_NAMES]
         if unknown or not self.cameras or len(set(self.cameras)) != len(self.cameras):
-            problems.append(f"cameras must be distinct names among {', '.join(CAMERAS)}, got {list(self.cameras)}")
+            problems.append(f"cameras must be distinct names among {', '.join(CAMERA_NAMES)}, got {list(self.cameras)}")
         if self.policy == "act" and not self.checkpoint:
             if (Path(shipped_checkpoint()) / "config.json").is_file():
                 object.__setattr__(self, "checkpoint", shipped_checkpoint())
@@ -188,101 +189,6 @@ def shipped_checkpoint() -> str:
     from act_node.paths import models_dir
 
     return str(models_dir() / SHIPPED_MODEL)
-
-
-def checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]]:
-    """{camera: (H, W)} a checkpoint was trained on, from its config.json (no torch); ValueError if unreadable."""
-    config = Path(checkpoint) / "config.json"
-    try:
-        features = json.loads(config.read_text())["input_features"]
-        return {key.rsplit(".", 1)[1]: (int(f["shape"][1]), int(f["shape"][2]))
-                for key, f in features.items() if key.startswith("observation.images.")}
-    except (OSError, KeyError, ValueError, IndexError, TypeError) as error:
-        raise ValueError(f"cannot read the cameras from {config}: {error!r}") from None
-
-
-def readable_checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]] | None:
-    """checkpoint_cameras, or None when the config.json does not read (ChunkPolicy.load then names what is wrong
-    with the folder); {} is a checkpoint that takes no images."""
-    try:
-        return checkpoint_cameras(checkpoint)
-    except ValueError:
-        return None
-
-
-# Which renderer drew a dataset's images: meta/<RENDERER_FILE> in a dataset (act-sim record writes it) and
-# <RENDERER_FILE> in a checkpoint's pretrained_model folder (act-sim train copies it there from the dataset).
-RENDERER_FILE = "act_node_renderer.json"
-
-
-def recorded_renderer(folder: str | Path) -> str | None:
-    """The renderer named in folder/RENDERER_FILE, or None when there is no such file; ValueError if it names
-    none of RENDERERS or does not read."""
-    path = Path(folder) / RENDERER_FILE
-    if not path.is_file():
-        return None
-    try:
-        renderer = json.loads(path.read_text())["renderer"]
-    except (OSError, KeyError, ValueError, TypeError) as error:
-        raise ValueError(f"cannot read the renderer from {path}: {error!r}") from None
-    if renderer not in RENDERERS:
-        raise ValueError(f"{path} names renderer {renderer!r}, not one of {list(RENDERERS)}")
-    return renderer
-
-
-def write_renderer(folder: str | Path, renderer: str) -> None:
-    if renderer not in RENDERERS:
-        raise ValueError(f"renderer must be one of {list(RENDERERS)}, got {renderer!r}")
-    path = Path(folder) / RENDERER_FILE
-    scratch = path.with_suffix(".tmp")
-    scratch.write_text(json.dumps({"renderer": renderer}) + "\n")
-    scratch.replace(path)
-
-
-def dataset_renderer(root: str | Path) -> str | None:
-    """The renderer of a dataset recorded here: its meta/RENDERER_FILE; "tiny" for a LeRobotDataset without one
-    (act-sim record drew every camera with TinyRenderer before it wrote the file); None if root holds no dataset."""
-    meta = Path(root) / "meta"
-    recorded = recorded_renderer(meta)
-    if recorded is None and (meta / "info.json").is_file():
-        return "tiny"
-    return recorded
-
-
-def checkpoint_renderer(checkpoint: str | Path) -> str | None:
-    """The renderer a checkpoint's training images were drawn with: its own RENDERER_FILE, else its training
-    dataset's (train_config.json's dataset.root); None when neither says (a checkpoint from elsewhere, or its
-    dataset is not on this machine)."""
-    own = recorded_renderer(checkpoint)
-    if own is not None:
-        return own
-    root = training_dataset_root(checkpoint)
-    return dataset_renderer(root) if root else None
-
-
-def trained_renderer(checkpoint: str | Path) -> str | None:
-    """What drew a camera checkpoint's training images (checkpoint_renderer; TinyRenderer when nothing says:
-    every camera dataset before RENDERER_FILE); None for a checkpoint that takes no images or does not read."""
-    if not readable_checkpoint_cameras(checkpoint):
-        return None
-    return checkpoint_renderer(checkpoint) or "tiny"
-
-
-def training_dataset_root(checkpoint: str | Path) -> str | None:
-    """The local dataset root a lerobot-train checkpoint was trained on (train_config.json), if it names one."""
-    try:
-        root = json.loads((Path(checkpoint) / "train_config.json").read_text())["dataset"]["root"]
-    except (OSError, KeyError, ValueError, TypeError):
-        return None
-    return str(root) if root else None
-
-
-def checkpoint_n_action_steps(checkpoint: str | Path) -> int:
-    config = Path(checkpoint) / "config.json"
-    try:
-        return int(json.loads(config.read_text())["n_action_steps"])
-    except (OSError, KeyError, ValueError) as error:
-        raise ValueError(f"cannot read n_action_steps from {config}: {error}") from None
 
 
 def _text(value) -> str:

@@ -20,10 +20,9 @@ import numpy as np
 
 from act_node import so101
 from act_node.paths import share_dir
+from act_node.table_frame import TABLE_FRAME
 from act_node.tabletop.cameras import CAMERAS, link_optical, look_at
 from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW
-
-TABLE_FRAME = "table"
 
 
 def rpy(rotation: np.ndarray) -> tuple[float, float, float]:

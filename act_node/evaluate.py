@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections import deque
 from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
@@ -20,10 +19,11 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
+from act_node.episodes import ChunkAgent, EpisodeResult, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
-from act_node.tabletop.video import caption, step_caption, write_video
+from act_node.tabletop.video import write_video
 
 GRASPED_REWARD = 0.3  # not held, a tick's reward is 0.3 x reach <= 0.3: past it, both jaws hold the object
 
@@ -45,40 +45,20 @@ def make_env(config: GraphConfig) -> PickObjectEnv:
 def load_policy(config: GraphConfig) -> ChunkPolicy:
     """The checkpoint, checked against what it will be fed: the config's cameras, or none to a checkpoint that
     takes no images (a state-only lever; the env still renders for the videos)."""
-    from act_node.config import readable_checkpoint_cameras
+    from act_node.checkpoints import readable_checkpoint_cameras
 
     takes_images = readable_checkpoint_cameras(config.checkpoint) != {}
     spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras} if takes_images else {})
     return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
 
 
-def run_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
-                frames: list | None = None, render_every_tick: bool = False) -> dict:
-    """One seeded episode; returns its record (and appends captioned frames if given a list). The cameras
+def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
+                     frames: list | None = None, render_every_tick: bool = False) -> EpisodeResult:
+    """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given). The cameras
     render only when something consumes the images: the policy at its re-plan ticks, a video every tick
     (`render_every_tick` renders every tick anyway, to show that skipping changes nothing)."""
-    policy.reset()
-    observation, info = env.reset(seed=seed)
-    queue: deque[np.ndarray] = deque()
-    total, best, inference_s, calls = 0.0, 0.0, 0.0, 0
-    terminated = truncated = False
-    if frames is not None:
-        frames.append(caption(env.render(), step_caption(seed, env.task)))
-    while not (terminated or truncated):
-        if not queue:
-            chunk, seconds = policy(observation, env.task)
-            queue.extend(chunk[:n_action_steps])
-            inference_s, calls = inference_s + seconds, calls + 1
-        reward, terminated, truncated, info = env.act(queue.popleft())
-        total, best = total + reward, max(best, reward)
-        if not queue or frames is not None or render_every_tick:
-            observation = env.observe()
-        if frames is not None:
-            frames.append(caption(env.render(), step_caption(seed, env.task, info, reward)))
-    return {"seed": seed, "task": env.task, "success": bool(info["is_success"]), "steps": info["steps"],
-            "sum_reward": total, "max_reward": best, "clamped_joints": info["clipped_total"],
-            "target_error_m": info["target_error_m"], "selector_found": info["selector_found"],
-            "lifted": info.get("lifted", []), "policy_calls": calls, "mean_inference_s": inference_s / max(calls, 1)}
+    return run_episode(env, ChunkAgent(env, policy, n_action_steps), seed, frames=frames,
+                       observe_every_tick=render_every_tick)
 
 
 _WORKER: tuple[PickObjectEnv, ChunkPolicy, int] | None = None  # a worker process's env, policy and n_action_steps
@@ -95,7 +75,7 @@ def _start_worker(config: GraphConfig, steps: int) -> None:
 
 def _worker_episode(seed: int) -> dict:
     env, policy, steps = _WORKER
-    return run_episode(env, policy, seed, steps)
+    return evaluate_episode(env, policy, seed, steps).to_dict()
 
 
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1) -> dict:
@@ -125,7 +105,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     try:
         for seed in filmed:  # filmed in this process, in order
             frames: list[np.ndarray] = []
-            episodes.append(run_episode(env, policy, seed, steps, frames))
+            episodes.append(evaluate_episode(env, policy, seed, steps, frames).to_dict())
             write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
             progress.update(1)
         if rest and workers > 1:
@@ -135,7 +115,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                     progress.update(1)
         else:
             for seed in rest:
-                episodes.append(run_episode(env, policy, seed, steps))
+                episodes.append(evaluate_episode(env, policy, seed, steps).to_dict())
                 progress.update(1)
     finally:
         env.close()

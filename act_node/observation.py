@@ -1,4 +1,8 @@
-"""Matching an observation across topics by header stamps, never by arrival order.
+"""The observation a policy reads, built in one place, and matching one across topics by header stamps.
+
+`build_observation` makes the env's dict (LeRobot's gym convention: `agent_pos`, `environment_state`, `pixels`)
+from the joints in radians, the images and the target: the env, the policy node and the recorders call it, so
+what is recorded is what is served. `dataset_frame` turns that dict and an action into a LeRobotDataset frame.
 
 Each source (the joint states, every camera) keeps its recent messages; the newest observation is the
 newest stamp of the first source that every other source matches within `skew_s`. Messages may arrive
@@ -10,6 +14,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+
+import numpy as np
+
+from act_node import so101
+from act_node.table_frame import KIND_NAMES, kind_index
 
 BUFFER = 60  # messages kept per source: two seconds at 30 Hz
 
@@ -68,24 +77,41 @@ def requested_kind(task: str) -> str:
 def environment_state_names() -> list[str]:
     """The names of environment_state's entries: the target's x, y (metres, table frame), then the request
     as a one-hot over the object kinds (ACT takes no language: the request enters here)."""
-    from act_node.attention import ITEMS
-
-    return ["target_x", "target_y", *(f"request_{kind}" for kind in ITEMS)]
+    return ["target_x", "target_y", *(f"request_{kind}" for kind in KIND_NAMES)]
 
 
 def environment_state(target_xy, request: str):
     """environment_state for a target at `target_xy` (table frame, metres) of the requested kind:
     float32 (2 + number of kinds,). ValueError on an unknown kind or a target that is not two finite numbers."""
-    import numpy as np
-
-    from act_node.attention import ITEMS
-
     xy = np.asarray(target_xy, dtype=np.float32).reshape(-1)
     if xy.shape != (2,) or not np.all(np.isfinite(xy)):
         raise ValueError(f"the target must be two finite numbers (x, y), got {target_xy!r}")
-    if request not in ITEMS:
-        raise ValueError(f"unknown requested kind {request!r}; expected one of {list(ITEMS)}")
-    state = np.zeros(2 + len(ITEMS), dtype=np.float32)
+    if request not in KIND_NAMES:
+        raise ValueError(f"unknown requested kind {request!r}; expected one of {list(KIND_NAMES)}")
+    state = np.zeros(2 + len(KIND_NAMES), dtype=np.float32)
     state[:2] = xy
-    state[2 + ITEMS.index(request)] = 1.0
+    state[2 + kind_index(request)] = 1.0
     return state
+
+
+def build_observation(joints_rad, images: dict[str, np.ndarray], target_xy=None, request: str | None = None) -> dict:
+    """The observation as the env gives it and LeRobot's `preprocess_observation` reads it:
+    agent_pos (6,) float32 in LeRobot's SO-101 units (degrees, gripper 0-100) from the joints in radians,
+    pixels {camera: (H, W, 3) uint8}, and, when a target is given, environment_state (10,) for it and the
+    requested kind (ValueError for an unknown kind or a target that is not two finite numbers)."""
+    observation = {"agent_pos": so101.to_lerobot(np.asarray(joints_rad, dtype=np.float64)).astype(np.float32),
+                   "pixels": dict(images)}
+    if target_xy is not None:
+        observation["environment_state"] = environment_state(target_xy, request)
+    return observation
+
+
+def dataset_frame(observation: dict, action, task: str) -> dict:
+    """One LeRobotDataset frame (act_node.record's features) from an observation and the action taken on it."""
+    from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
+
+    frame = {OBS_STATE: observation["agent_pos"]}
+    if "environment_state" in observation:
+        frame[OBS_ENV_STATE] = observation["environment_state"]
+    frame.update({f"{OBS_IMAGES}.{name}": image for name, image in observation["pixels"].items()})
+    return {**frame, ACTION: np.asarray(action, dtype=np.float32), "task": task}

@@ -22,6 +22,7 @@ from lerobot.envs.utils import preprocess_observation
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
+from act_node.checkpoints import read_json
 from act_node.observation import environment_state_names
 
 __all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
@@ -123,6 +124,29 @@ def _finite(key: str, value) -> np.ndarray:
     return array
 
 
+def policy_config(path: str | Path):
+    """The checkpoint's LeRobot policy config (an ACTConfig ...), from its config.json as act_node.checkpoints
+    read it: the file is parsed once, whoever asks (PreTrainedConfig.from_pretrained would parse it again).
+    ValueError naming the file when its type is unknown or its content does not fit that type."""
+    import draccus
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies import factory  # noqa: F401 (registers LeRobot's policy types)
+
+    config_file = Path(path) / "config.json"
+    content = dict(read_json(config_file))
+    kind = content.pop("type", None)
+    try:
+        config_class = PreTrainedConfig.get_choice_class(kind)
+    except KeyError:
+        raise ValueError(f"{config_file}: policy type {kind!r} is not one of LeRobot's "
+                         f"{sorted(PreTrainedConfig.get_known_choices())}") from None
+    try:
+        with draccus.config_type("json"):
+            return draccus.decode(config_class, content)
+    except Exception as error:  # draccus raises its own DecodingError, and TypeError/ValueError from fields
+        raise ValueError(f"{config_file} does not read as a {config_class.__name__}: {error}") from None
+
+
 class ChunkPolicy:
     """A loaded LeRobot policy with its processors; `__call__` answers one observation with a chunk."""
 
@@ -137,7 +161,6 @@ class ChunkPolicy:
     def load(cls, path: str | Path, device: str = "cpu", expect: FeatureSpec | None = None) -> ChunkPolicy:
         """Load a `pretrained_model` folder on `device`; with `expect`, refuse (CheckpointMismatch) a
         checkpoint whose features differ."""
-        from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
         path = Path(path)
@@ -146,7 +169,7 @@ class ChunkPolicy:
         missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{path} is not a LeRobot pretrained_model folder: missing {', '.join(missing)}")
-        config = PreTrainedConfig.from_pretrained(str(path))
+        config = policy_config(path)
         if expect is not None:
             problems = check_features(config, expect)
             if problems:

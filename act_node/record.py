@@ -25,7 +25,7 @@ them every episode. So:
   - which seed each saved episode came from goes to meta/act_node_seeds.json (written atomically next
     to LeRobot's own metadata), so `resume=True` continues after the seeds already tried, through
     `LeRobotDataset.resume`, and refuses a run whose cameras, image size, fps, object count or renderer
-    differ. meta/act_node_renderer.json says which renderer drew the images (act_node.config.RENDERER_FILE):
+    differ. meta/act_node_renderer.json says which renderer drew the images (act_node.checkpoints.RENDERER_FILE):
     `act-sim train` copies it into each checkpoint, and renderer "auto" evaluates a checkpoint with it.
 """
 
@@ -33,29 +33,26 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 from tqdm import tqdm
 
 from act_node import so101
-from act_node.config import dataset_renderer, write_renderer
-from act_node.observation import environment_state_names
+from act_node.checkpoints import dataset_renderer, write_renderer
+from act_node.episodes import EpisodeStopped, run_episode
+from act_node.observation import dataset_frame, environment_state_names
+from act_node.stops import StopRequests
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
-from act_node.tabletop.kinematics import Unreachable
 
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
 SEEDS_FILE = Path("meta") / "act_node_seeds.json"  # under the dataset root, beside LeRobot's info.json
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def dataset_features(env: PickObjectEnv) -> dict:
@@ -116,36 +113,6 @@ class SeedRecord:
 
 class ResumeRefused(ValueError):
     """The dataset at the root cannot be continued by this run; the message says why."""
-
-
-class StopRequests:
-    """While active (a context manager), SIGINT and SIGTERM set `signal_name` instead of killing the
-    process or raising KeyboardInterrupt in the middle of a write. Outside the main thread, where Python
-    cannot take signals, it does nothing. Child processes forked meanwhile (LeRobot's video encoders,
-    which a terminal's Ctrl-C reaches too) inherit the same handlers, so they finish their episode."""
-
-    def __init__(self):
-        self.signal_name: str | None = None
-        self._previous: dict[int, object] = {}
-
-    def __enter__(self) -> StopRequests:
-        if threading.current_thread() is threading.main_thread():
-            for number in STOP_SIGNALS:
-                self._previous[number] = signal.signal(number, self._request)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        for number, handler in self._previous.items():
-            signal.signal(number, handler)
-
-    def _request(self, number: int, _frame) -> None:
-        if self.signal_name is None:
-            self.signal_name = signal.Signals(number).name
-            print(f"\n{self.signal_name}: stopping after this step; the episode in progress is dropped, the "
-                  f"completed ones are kept", file=sys.stderr, flush=True)
-        else:
-            print(f"\n{signal.Signals(number).name}: already stopping (saving what is complete)", file=sys.stderr,
-                  flush=True)
 
 
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
@@ -224,42 +191,21 @@ def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int,
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
     buffered) or "stopped" (a stop was requested before the episode ended). With `after_success`, a success
     goes on for that many frames and counts only if the object is still up and held after them."""
-    observation, info = env.reset(seed=seed)
     try:
-        expert.reset(observation)
-    except Unreachable as error:
-        tqdm.write(f"seed {seed}: skipped, the expert cannot plan it ({error})")
+        result = run_episode(env, expert, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
+                             on_step=lambda observation, action: dataset.add_frame(
+                                 dataset_frame(observation, action, env.task)))
+    except EpisodeStopped:
+        return "stopped"
+    if result.unplannable:
+        tqdm.write(f"seed {seed}: skipped, the expert cannot plan it ({result.unplannable})")
         return "unplannable"
-    done = False
-    while not done:
-        if stop.signal_name:
-            return "stopped"
-        action = expert.act(observation)
-        _add_frame(dataset, observation, action, env.task)
-        observation, _, terminated, truncated, info = env.step(action)
-        done = terminated or truncated
-    if not info["is_success"]:
+    if not result.success:
         return "failure"
-    for _ in range(after_success):
-        if stop.signal_name:
-            return "stopped"
-        action = expert.act(observation)
-        _add_frame(dataset, observation, action, env.task)
-        observation, _, _, _, info = env.step(action)
-    if after_success and not env.table.task.is_success():
+    if result.held_after_success is False:
         tqdm.write(f"seed {seed}: dropped, the object was not up and held {after_success} frames after the success")
         return "failure"
     return "success"
-
-
-def _add_frame(dataset, observation: dict, action: np.ndarray, task: str) -> None:
-    dataset.add_frame({
-        OBS_STATE: observation["agent_pos"],
-        OBS_ENV_STATE: observation["environment_state"],
-        **{f"{OBS_IMAGES}.{name}": image for name, image in observation["pixels"].items()},
-        ACTION: np.asarray(action, dtype=np.float32),
-        "task": task,
-    })
 
 
 def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int, after_success: int):

@@ -62,19 +62,20 @@ def gripper_from_lerobot(value):
 
 def to_lerobot(radians: np.ndarray) -> np.ndarray:
     """Joint positions (..., 6) in radians -> LeRobot's SO-101 units (degrees, gripper 0-100)."""
-    radians = np.asarray(radians, dtype=np.float64)
-    _check_last_axis(radians)
-    out = np.degrees(radians)
-    out[..., GRIPPER] = gripper_to_lerobot(radians[..., GRIPPER])
-    return out
+    return _converted(radians, np.degrees, gripper_to_lerobot)
 
 
 def from_lerobot(values: np.ndarray) -> np.ndarray:
     """LeRobot's SO-101 units (..., 6) -> radians."""
+    return _converted(values, np.radians, gripper_from_lerobot)
+
+
+def _converted(values: np.ndarray, body, gripper) -> np.ndarray:
+    """(..., 6) with the five body joints through `body` and the gripper through `gripper`, as float64."""
     values = np.asarray(values, dtype=np.float64)
     _check_last_axis(values)
-    out = np.radians(values)
-    out[..., GRIPPER] = gripper_from_lerobot(values[..., GRIPPER])
+    out = body(values)
+    out[..., GRIPPER] = gripper(values[..., GRIPPER])
     return out
 
 

@@ -1,4 +1,4 @@
-"""Stepping the table-top against action chunks, without ROS: the sim node's clock, its episodes and videos.
+"""Stepping the table-top against action chunks, without ROS: the sim node's clocks, cameras, episodes and videos.
 
     chunk (stamp, actions rad) --add_chunk--> ChunkExecutor queue
                                                    |
@@ -8,7 +8,8 @@
                                                    |
     step() -> command (limits, velocity bound, stale hold) -> TableTop.step -> Tick (done, result)
 
-Time is sim time: tick / fps, monotonic across episodes (a fresh tick starts each episode, so nothing of
+`RealtimeClock` says how many ticks the wall clock has made due; `CameraSchedule` which cameras to render at
+a tick. Time is sim time: tick / fps, monotonic across episodes (a fresh tick starts each episode, so nothing of
 the last episode's chunks applies). `SimEpisodes` counts holds and clamps per episode and reports them in
 the EpisodeResult; `VideoWriter` encodes finished episodes on a thread of its own, so a ROS executor never
 waits for ffmpeg.
@@ -16,20 +17,25 @@ waits for ffmpeg.
 
 from __future__ import annotations
 
-import json
+import math
 import queue
 import threading
-from dataclasses import asdict, dataclass
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from act_node.chunks import Chunk, ChunkExecutor
 from act_node.config import GraphConfig
+from act_node.episodes import EpisodeResult
 from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import ObjectState
 from act_node.tabletop.video import write_video
+
+CATCH_UP_TICKS = 3  # realtime: at most this many extra ticks in one timer call, to regain the wall clock
 
 
 @dataclass(frozen=True)
@@ -44,23 +50,6 @@ class EpisodeStart:
     def info(self) -> dict:
         """What /episode/start carries besides its stamp."""
         return {"episode": self.episode, "seed": self.seed, "task": self.task, "renderer": self.renderer}
-
-
-@dataclass
-class EpisodeResult:
-    episode: int
-    seed: int
-    task: str
-    success: bool
-    steps: int
-    sum_reward: float
-    held_ticks: int  # ticks with no usable step: the arm held its last command
-    clamped_ticks: int  # ticks whose command the executor pulled into range or under the velocity bound
-    clamped_joints: int  # joint values so pulled, summed over the episode
-    target_error_m: float | None  # how far the target point the policy was given lay from the truth (None: none came)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
 
 
 @dataclass(frozen=True)
@@ -107,7 +96,7 @@ class SimEpisodes:
         self.tick += 1  # a fresh tick: nothing of the last episode's chunks applies
         self.table.reset(np.random.default_rng(seed), self.config.objects, request)
         self.executor.reset(self.table.robot.joint_positions())
-        self.running, self.start_tick, self.sum_reward = True, self.tick, 0.0
+        self.running, self.start_tick, self.sum_reward, self.max_reward = True, self.tick, 0.0, 0.0
         self.held_ticks = self.clamped_ticks = self.clamped_joints = 0
         self.target_xy = None
         self.start = EpisodeStart(self.episode, seed, self.table.task.task, self.now_s,
@@ -125,8 +114,10 @@ class SimEpisodes:
         error = None
         if self.target_xy is not None:
             error = float(np.hypot(*(self.target_xy - self.table.task.scene.target.xy)))
-        return EpisodeResult(self.start.episode, self.start.seed, self.start.task, success, self.tick - self.start_tick,
-                             self.sum_reward, self.held_ticks, self.clamped_ticks, self.clamped_joints, error)
+        return EpisodeResult(self.start.seed, self.start.task, success, self.tick - self.start_tick, self.sum_reward,
+                             self.max_reward, clamped_joints=self.clamped_joints, clamped_ticks=self.clamped_ticks,
+                             held_ticks=self.held_ticks, target_error_m=error, lifted=self.table.task.lifted(),
+                             episode=self.start.episode)
 
     # --- chunks and the clock ---------------------------------------------------------------------------
     def add_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int:
@@ -150,6 +141,7 @@ class SimEpisodes:
         self.clamped_ticks += command.clamped > 0
         self.clamped_joints += command.clamped + outcome.clamped
         self.sum_reward += outcome.reward
+        self.max_reward = max(self.max_reward, outcome.reward)
         self.tick += 1
         steps = self.tick - self.start_tick
         if not (outcome.success or steps >= self.config.max_steps):
@@ -168,6 +160,73 @@ class SimEpisodes:
 
     def close(self) -> None:
         self.table.close()
+
+
+class RealtimeClock:
+    """Realtime: which ticks the wall clock says are due, normally one per timer call. A ROS timer skips the
+    periods a late callback missed, so a tick that overran its period (cameras rendering, a new episode's scene
+    being built) would put the sim behind real time for good; the ticks it cost follow, up to `catch_up` more
+    in one call. More than a second behind (a stall), or with no episode running, the schedule restarts from
+    now (half a period early: timer jitter)."""
+
+    def __init__(self, fps: float, catch_up: int = CATCH_UP_TICKS):
+        self.period, self.fps, self.catch_up = 1.0 / fps, fps, catch_up
+        self.origin: float | None = None  # wall time of tick 0 of the schedule
+        self.scheduled = 0  # ticks handed out on that schedule
+
+    def due(self, now_s: float, running: bool) -> int:
+        """How many ticks to step now (`now_s`: a monotonic wall time), counted as stepped."""
+        if self.origin is None or not running:
+            self.origin, self.scheduled = now_s - 0.5 * self.period, 0
+        due = math.floor((now_s - self.origin) / self.period) + 1 - self.scheduled
+        if due > self.fps:  # more than a second behind: start the schedule again from now
+            self.origin, due = now_s - (self.scheduled + 0.5) * self.period, 1
+        ticks = min(max(due, 0), 1 + self.catch_up)
+        self.scheduled += ticks
+        return ticks
+
+
+class CameraSchedule:
+    """Which cameras to render at a tick: all while filming; else, at the ticks someone consumes (see
+    GraphConfig.camera_every), those with a subscriber. Skipping the rest changes no result: the physics does
+    not depend on rendering, and the policy is sent every image it answers.
+
+    Realtime (camera_every 0): the policy answers the newest observation whenever it is free, and it is free
+    once its chunk is out, so the cameras render at an episode's first tick and at the tick after each chunk
+    arrives. Should a chunk or an image be lost (best effort) or the policy start late, they also render once no
+    chunk came for a second, or for twice the last gap between chunks if that is longer (a slow policy is not
+    handed an image older than the one it would ask for)."""
+
+    def __init__(self, config: GraphConfig, replan_every: int, filming: bool):
+        self.config, self.replan_every, self.filming = config, replan_every, filming
+        self.answered = False  # a chunk came since the cameras last rendered
+        self.rendered_tick, self.rendered_in = 0, None  # the tick and the episode of that render
+        self.chunk_ticks: deque[int] = deque(maxlen=2)  # the ticks at which the last two chunks came
+
+    def chunk_arrived(self, tick: int) -> None:
+        self.answered = True  # the policy is free: the next tick renders its cameras (realtime)
+        self.chunk_ticks.append(tick)
+
+    def due(self, tick: int, start_tick: int, episode: object, cameras: list[str],
+            subscribed: Callable[[str], bool]) -> list[str]:
+        """The cameras to render at `tick` of the episode `episode` (any object naming it) begun at
+        `start_tick`; `subscribed(camera)`: whether anyone listens to it."""
+        if self.filming:
+            return list(cameras)
+        if self.config.clock == "realtime" and not self.config.camera_every:
+            gap = self.chunk_ticks[1] - self.chunk_ticks[0] if len(self.chunk_ticks) == 2 else 0
+            patience = max(int(self.config.fps), 2 * gap)
+            fresh = self.rendered_in is not episode  # the episode's first render
+            if not (self.answered or fresh or tick - self.rendered_tick >= patience):
+                return []
+        else:
+            every = self.config.camera_every or (self.replan_every if self.config.clock == "lockstep" else 1)
+            if (tick - start_tick) % (every or 1):
+                return []
+        due = [camera for camera in cameras if subscribed(camera)]
+        if due:
+            self.rendered_tick, self.rendered_in, self.answered = tick, episode, False
+        return due
 
 
 class VideoWriter:

@@ -23,14 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from act_node.config import (
-    CHUNK_SIZE,
-    REPLAN_EVERY,
-    dataset_renderer,
-    recorded_renderer,
-    training_dataset_root,
-    write_renderer,
-)
+from act_node.checkpoints import dataset_renderer, recorded_renderer, training_dataset_root, write_renderer
+from act_node.config import CHUNK_SIZE, REPLAN_EVERY
 
 ACT_ARGUMENTS = {
     "policy.type": "act",
@@ -134,7 +128,7 @@ def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device
 
 
 def stamp_renderer(output_dir: Path) -> None:
-    """Copy the training dataset's renderer (act_node.config.RENDERER_FILE) into every checkpoint of a run that
+    """Copy the training dataset's renderer (act_node.checkpoints.RENDERER_FILE) into every checkpoint of a run that
     lacks it, so that a checkpoint copied away from its dataset is still evaluated with the renderer its images
     came from (none when the dataset is not on this machine)."""
     for model in sorted(Path(output_dir).glob("checkpoints/*/pretrained_model")):

@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--objects", type=int, default=4)
     parser.add_argument("--summary", type=Path, help="also write the rates and agreement here (JSON)")
     args = parser.parse_args()
-    from act_node.config import checkpoint_cameras
+    from act_node.checkpoints import checkpoint_cameras
 
     sizes = set(checkpoint_cameras(args.policy_path).values())
     if len(sizes) > 1:

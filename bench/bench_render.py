@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from act_node.tabletop.cameras import RENDERERS
+from act_node.table_frame import RENDERERS
 from act_node.tabletop.env import PickObjectEnv
 
 SEED = 3

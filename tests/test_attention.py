@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from act_node import attention
-from act_node.attention import ITEMS, KINDS, Lookup, Plain, Transformer, make_scenes
-from act_node.selector import Selector
+from act_node.attention import networks as attention
+from act_node.attention.networks import ITEMS, KINDS, Lookup, Plain, Transformer, make_scenes
+from act_node.attention.selector import Selector
 
 
 def test_worked_example_weights_and_output():

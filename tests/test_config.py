@@ -37,7 +37,7 @@ def fake_checkpoint(folder, cameras=("front",), dataset_root=None):
 
 
 def test_auto_draws_a_camera_checkpoint_with_its_datasets_renderer(tmp_path):
-    from act_node.config import RENDERER_FILE, checkpoint_renderer, write_renderer
+    from act_node.checkpoints import RENDERER_FILE, checkpoint_renderer, write_renderer
 
     dataset = tmp_path / "data"
     (dataset / "meta").mkdir(parents=True)
@@ -65,7 +65,7 @@ def test_auto_draws_a_camera_checkpoint_with_its_datasets_renderer(tmp_path):
 
 
 def test_a_renderer_chosen_against_the_checkpoint_is_named_and_a_broken_record_refused(tmp_path):
-    from act_node.config import RENDERER_FILE, write_renderer
+    from act_node.checkpoints import RENDERER_FILE, write_renderer
 
     model = fake_checkpoint(tmp_path / "model")
     write_renderer(model, "egl")

@@ -81,8 +81,8 @@ def test_clear_forgets_and_bad_sources_are_named():
 
 
 def test_environment_state_is_the_target_then_the_request_one_hot():
-    from act_node.attention import ITEMS
     from act_node.observation import environment_state, environment_state_names, requested_kind
+    from act_node.table_frame import KIND_NAMES as ITEMS
 
     state = environment_state((0.4, 0.3), "pen")
     assert state.dtype == np.float32 and state.shape == (2 + len(ITEMS),) == (len(environment_state_names()),)

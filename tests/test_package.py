@@ -38,8 +38,8 @@ def test_setup_installs_the_ament_marker_and_the_data_folders():
     assert Path("share/act_node/sim/so101.urdf") in installed
     assert Path("share/act_node/models/selector_lookup/model.safetensors") in installed
     assert Path("share/act_node/models/selector_lookup/README.md") in installed
-    assert sorted(arguments["packages"]) == ["act_node", "act_node.arm", "act_node.dds", "act_node.nodes",
-                                             "act_node.tabletop"]
+    assert sorted(arguments["packages"]) == ["act_node", "act_node.arm", "act_node.attention", "act_node.dds",
+                                             "act_node.nodes", "act_node.tabletop"]
     assert arguments["package_data"]["act_node.dds"] == ["fastdds.xml"]  # the Fast DDS profile
     assert Path("share/act_node/launch/sim.launch.py") in installed
     assert not any(pin.startswith("ros-jazzy-") for pin in arguments["install_requires"])

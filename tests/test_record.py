@@ -147,7 +147,7 @@ def test_resume_refuses_other_settings(interrupted, tmp_path, settings, named):
 
 
 def test_the_dataset_says_what_drew_it_and_resume_refuses_another_renderer(interrupted, tmp_path):
-    from act_node.config import RENDERER_FILE, dataset_renderer, write_renderer
+    from act_node.checkpoints import RENDERER_FILE, dataset_renderer, write_renderer
 
     root = tmp_path / "data"
     shutil.copytree(interrupted[0], root)
@@ -239,7 +239,7 @@ def test_an_unplannable_seed_is_skipped_like_a_failed_episode(tmp_path, monkeypa
     calls.clear()
     episode = run_expert_episode(env, seed=3)
     env.close()
-    assert episode["success"] is False and episode["steps"] == 0 and "wrist_flex" in episode["unplannable"]
+    assert episode.success is False and episode.steps == 0 and "wrist_flex" in episode.unplannable
 
 
 def test_frames_after_the_success_carry_the_lift_on_and_a_drop_after_it_is_not_kept(tmp_path, monkeypatch):
@@ -324,8 +324,7 @@ def test_the_planner_finds_a_grasp_where_the_first_choice_is_out_of_reach():
     from gymnasium.utils import seeding
 
     from act_node.config import FPS
-    from act_node.tabletop.expert import scene_plan_failure
-    from act_node.tabletop.scene import sample_scene
+    from act_node.tabletop.scene import sample_scene, scene_plan_failure
     from act_node.tabletop.table import HOME_LEROBOT
 
     for seed in ONCE_UNPLANNABLE:
@@ -335,8 +334,8 @@ def test_the_planner_finds_a_grasp_where_the_first_choice_is_out_of_reach():
 
 def test_the_sampler_places_objects_only_where_a_grasp_exists(monkeypatch):
     from act_node.tabletop import scene as scene_module
-    from act_node.tabletop.expert import can_grasp
     from act_node.tabletop.objects import kind
+    from act_node.tabletop.planner import can_grasp
     from act_node.tabletop.world import ARM_BASE_XY
 
     assert not can_grasp(kind("can"), ARM_BASE_XY + np.array([0.0, 0.01]), 0.0)  # on the arm's base

@@ -330,7 +330,7 @@ def test_the_expert_graph_runs_an_episode_headless(tmp_path):
 def run_expert_in_process(config, seed: int) -> dict:
     """The expert node's plan executed by the sim node's own stepping, in this process: what the graph should do."""
     from act_node.stepping import SimEpisodes
-    from act_node.tabletop.expert import plan_for_scene, plan_window
+    from act_node.tabletop.planner import plan_for_scene, plan_window
 
     sim = SimEpisodes(config.replace(first_seed=seed, episodes=1))
     start = sim.start_episode()

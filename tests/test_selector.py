@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from act_node import attention
-from act_node.attention import KINDS, make_scenes
-from act_node.selector import Selector, absence_rates, score_ranges
+from act_node.attention import networks as attention
+from act_node.attention.networks import KINDS, make_scenes
+from act_node.attention.selector import Selector, absence_rates, score_ranges
 
 
 @pytest.fixture(scope="module")

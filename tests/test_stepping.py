@@ -7,9 +7,10 @@ import pytest
 
 from act_node import so101
 from act_node.config import GraphConfig
-from act_node.stepping import SimEpisodes, VideoWriter
+from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter
 from act_node.tabletop.env import PickObjectEnv
-from act_node.tabletop.expert import ScriptedExpert, plan_window
+from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.planner import plan_window
 
 TINY = dict(image_height=48, image_width=64, objects=2)
 
@@ -123,3 +124,51 @@ def test_videos_are_written_off_the_caller_thread_and_failures_reported(tmp_path
     assert [(p.name, e is None, t) for p, e, t in written] == [("one.mp4", True, "video_writer"),
                                                                ("two.mp4", False, "video_writer")]
     assert (tmp_path / "one.mp4").stat().st_size > 500
+
+
+# --- the realtime clock and the camera schedule, no ROS ---------------------------------------------------------
+def test_the_realtime_clock_makes_up_an_overrun_tick_and_restarts_after_a_stall():
+    clock = RealtimeClock(fps=10, catch_up=3)  # a 0.1 s period; tick k due at 0.1 k s, half a period early
+    assert clock.due(100.0, running=True) == 1  # the first call starts the schedule: one tick
+    assert clock.due(100.1, running=True) == 1
+    assert clock.due(100.12, running=True) == 0  # not yet the next period
+    assert clock.due(100.42, running=True) == 3  # a callback 0.2 s late: the ticks it cost follow
+    assert clock.due(100.9, running=True) == 4  # 5 due, at most 1 + catch_up in one call
+    assert clock.due(100.92, running=True) == 1  # the one left over
+    assert clock.due(103.0, running=True) == 1  # more than a second behind: from now, one tick
+    assert clock.due(103.1, running=True) == 1
+    assert clock.due(103.12, running=False) == 1  # no episode running: the schedule starts again
+    assert clock.due(103.15, running=True) == 0
+
+
+def schedule(clock="lockstep", camera_every=0, filming=False, replan_every=10):
+    return CameraSchedule(GraphConfig(clock=clock, camera_every=camera_every, **TINY), replan_every, filming)
+
+
+CAMERAS = ["front", "wrist"]
+EVERYONE = lambda camera: True  # noqa: E731
+NOBODY = lambda camera: False  # noqa: E731
+
+
+def test_lockstep_renders_the_cameras_someone_listens_to_at_the_replan_ticks_only():
+    cameras = schedule()
+    due = [tick for tick in range(5, 40) if cameras.due(tick, 5, "episode 1", CAMERAS, EVERYONE)]
+    assert due == [5, 15, 25, 35]
+    assert cameras.due(15, 5, "episode 1", CAMERAS, lambda camera: camera == "wrist") == ["wrist"]
+    assert cameras.due(15, 5, "episode 1", CAMERAS, NOBODY) == []
+    assert schedule(camera_every=1).due(7, 5, "episode 1", CAMERAS, EVERYONE) == CAMERAS  # for RViz, a recorder
+    assert schedule(filming=True).due(7, 5, "episode 1", CAMERAS, NOBODY) == CAMERAS  # a video films every tick
+
+
+def test_realtime_renders_at_the_start_after_each_chunk_and_after_a_second_without_one():
+    cameras = schedule(clock="realtime")
+    assert cameras.due(1, 1, "episode 1", CAMERAS, EVERYONE) == CAMERAS  # the episode's first tick
+    assert cameras.due(2, 1, "episode 1", CAMERAS, EVERYONE) == []  # the policy is busy with that image
+    cameras.chunk_arrived(9)
+    assert cameras.due(10, 1, "episode 1", CAMERAS, EVERYONE) == CAMERAS  # its chunk is out: it is free
+    assert [t for t in range(11, 60) if cameras.due(t, 1, "episode 1", CAMERAS, EVERYONE)] == [40]  # 30 ticks on
+    cameras.chunk_arrived(45)
+    cameras.chunk_arrived(95)  # a slow policy: 50 ticks between chunks, so patience is 100 ticks
+    assert cameras.due(96, 1, "episode 1", CAMERAS, EVERYONE) == CAMERAS
+    assert [t for t in range(97, 200) if cameras.due(t, 1, "episode 1", CAMERAS, EVERYONE)] == [196]
+    assert cameras.due(197, 197, "episode 2", CAMERAS, EVERYONE) == CAMERAS  # a new episode renders at once

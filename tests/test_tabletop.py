@@ -201,7 +201,7 @@ def test_auto_draws_small_frames_with_tinyrenderer_large_ones_with_egl_where_it_
         PickObjectEnv(objects=1, renderer="egl")
 
 
-def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
+def test_bad_actions_raise_and_out_of_range_targets_are_clamped(env):
     observation, _ = env.reset(seed=2)
     with pytest.raises(ValueError, match=r"shape \(6,\)"):
         env.step(np.zeros(5))
@@ -212,9 +212,9 @@ def test_bad_actions_raise_and_out_of_range_targets_are_clipped(env):
     wild = np.clip(observation["agent_pos"], so101.LOWER_LEROBOT + 1, so101.UPPER_LEROBOT - 1)
     wild[0], wild[5] = 500.0, -20.0
     _, _, _, _, info = env.step(wild)
-    assert info["clipped_joints"] == 2 and info["clipped_total"] == 2
+    assert info["clamped_joints"] == 2 and info["clamped_total"] == 2
     _, _, _, _, info = env.step(wild)
-    assert info["clipped_joints"] == 2 and info["clipped_total"] == 4
+    assert info["clamped_joints"] == 2 and info["clamped_total"] == 4
 
 
 def test_camera_intrinsics_and_pose_project_onto_the_rendered_object():

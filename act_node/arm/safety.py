@@ -27,21 +27,23 @@ import numpy as np
 
 from act_node import so101
 from act_node.arm.interface import JointReading, ServoStatus
+from act_node.config import FPS
 
-# Default velocity bound. The sim's executor allows 4.7 rad/s, the STS3215's no-load speed: a loaded SO-101
-# joint does not reach it, and a goal running ahead of the arm only builds tracking error. The scripted
-# expert's picks (20 episodes: `python bench/bench_arm.py --expert-speeds`) move a body joint at most
-# 1.65 rad/s (wrist_roll; the others <= 1.36); its gripper commands are steps (6.5 rad/s) and get slowed to this
-# bound. 2.0 rad/s leaves the body's motion unclamped and caps a bad chunk at 0.067 rad (3.8 deg) per tick at 30 fps.
-MAX_VELOCITY_RAD_S = 2.0
+# The arm node's default velocity bound; not so101.MAX_VELOCITY_RAD_S, the servo's speed. The sim's executor
+# allows 4.7 rad/s, the STS3215's no-load speed: a loaded SO-101 joint does not reach it, and a goal running
+# ahead of the arm only builds tracking error. The scripted expert's picks (20 episodes: `python
+# bench/bench_arm.py --expert-speeds`) move a body joint at most 1.65 rad/s (wrist_roll; the others <= 1.36);
+# its gripper commands are steps (6.5 rad/s) and get slowed to this bound. 2.0 rad/s leaves the body's motion
+# unclamped and caps a bad chunk at 0.067 rad (3.8 deg) per tick at 30 fps.
+VELOCITY_BOUND_RAD_S = 2.0
 STATES = ("idle", "running", "stopped", "estopped", "fault")
 
 
 @dataclass
 class SafetyConfig:
-    fps: float = 30.0
+    fps: float = float(FPS)
     margin_rad: float = 0.05  # kept off the ends of the calibrated range
-    max_velocity_rad_s: float = MAX_VELOCITY_RAD_S
+    max_velocity_rad_s: float = VELOCITY_BOUND_RAD_S
     max_from_measured_rad: float = 0.35  # LeRobot's max_relative_target, in radians (20 degrees)
     max_failed_reads: int = 3  # in a row: 0.1 s of a blind arm at 30 fps
     max_tracking_error_rad: float = 0.4

@@ -16,8 +16,10 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from act_node.config import checkpoint_cameras
+from act_node.checkpoints import checkpoint_cameras
+from act_node.config import FPS
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
+from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
 
 
@@ -29,36 +31,47 @@ def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
     return cameras[camera]
 
 
+CAMERA_PARAMETERS = (
+    Spec("name", "front", "the camera's name: it publishes camera/<name>/image_raw and camera_info, frame "
+         "<name>_optical"),
+    Spec("device", "0", "an OpenCV index (\"0\") or a path (/dev/video2, a video file)"),
+    Spec("width", 0, "frame width to ask the camera for, pixels (0: the camera's own)", low=0),
+    Spec("height", 0, "frame height to ask the camera for, pixels (0: the camera's own)", low=0),
+    Spec("fps", float(FPS), "frames a second to ask for and to publish", low=1.0),
+    Spec("checkpoint", "", "a pretrained_model folder: refuse (or resize to) frames of another size than its "
+         "training images ('': no check)"),
+    Spec("resize", False, "resize frames to the checkpoint's size instead of refusing"),
+    Spec("horizontal_fov_deg", 60.0, "horizontal field of view for camera_info (no calibration: a pinhole)",
+         low=1.0, high=179.0),
+)
+
+
 class CameraNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_camera", **node_options)
-        for name, value in {"name": "front", "device": "0",  # an index ("0") or a path (/dev/video2, a video file)
-                            "width": 0, "height": 0, "fps": 30.0,  # 0: the camera's own
-                            "checkpoint": "", "resize": False, "horizontal_fov_deg": 60.0}.items():
-            self.declare_parameter(name, value)
-        get = lambda name: self.get_parameter(name).value  # noqa: E731
-        self.name = get("name")
+        values = declare_all(self, CAMERA_PARAMETERS)
+        self.name = values["name"]
         self.frame_id = f"{self.name}_optical"
-        self.camera = self._open(get("device"), int(get("width")), int(get("height")), float(get("fps")))
+        self.camera = self._open(values["device"], int(values["width"]), int(values["height"]), float(values["fps"]))
         frame = self.camera.async_read(timeout_ms=2000)
         height, width = frame.shape[:2]
         self.size = (height, width)
-        if get("checkpoint"):
-            wanted = checkpoint_image_size(Path(get("checkpoint")), self.name)
-            if wanted != self.size and not get("resize"):
+        if values["checkpoint"]:
+            wanted = checkpoint_image_size(Path(values["checkpoint"]), self.name)
+            if wanted != self.size and not values["resize"]:
                 self.camera.disconnect()
                 raise ValueError(f"camera {self.name!r} gives {height}x{width} frames but the checkpoint was trained "
                                  f"on {wanted[0]}x{wanted[1]}: set the camera's width/height, or resize:=true")
             self.size = wanted
         self.resize_from = (height, width) if self.size != (height, width) else None
-        fov = np.radians(float(get("horizontal_fov_deg")))  # no calibration here: a pinhole with this field of view
+        fov = np.radians(float(values["horizontal_fov_deg"]))  # no calibration: a pinhole with this field of view
         focal = self.size[1] / 2 / np.tan(fov / 2)
         self.intrinsics = np.array([[focal, 0, self.size[1] / 2], [0, focal, self.size[0] / 2], [0, 0, 1.0]])
         self.image_pub = self.create_publisher(Image, f"camera/{self.name}/image_raw", SENSOR)
         self.info_pub = self.create_publisher(CameraInfo, f"camera/{self.name}/camera_info", SENSOR)
         self.published = 0
-        self.create_timer(1.0 / float(get("fps")), self.publish_frame)
-        self.get_logger().info(f"camera {self.name!r} from {get('device')}: {height}x{width}"
+        self.create_timer(1.0 / float(values["fps"]), self.publish_frame)
+        self.get_logger().info(f"camera {self.name!r} from {values['device']}: {height}x{width}"
                                + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
 
     def _open(self, device: str, width: int, height: int, fps: float):

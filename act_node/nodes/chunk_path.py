@@ -10,8 +10,9 @@ from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
 from act_node import so101
-from act_node.description import TABLE_FRAME, ArmChain
+from act_node.description import ArmChain
 from act_node.nodes.messages import RELIABLE, header
+from act_node.table_frame import TABLE_FRAME
 
 LINE_M = 0.004  # line width
 

@@ -36,19 +36,25 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
-from act_node.nodes.parameters import declare
+from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
 from act_node.observation import requested_kind
-from act_node.tabletop.expert import plan_for_scene, plan_window
 from act_node.tabletop.kinematics import Unreachable
+from act_node.tabletop.planner import plan_for_scene, plan_window
+
+EXPERT_PARAMETERS = (
+    Spec("fps", float(FPS), "ticks a second (the sim's fps)", low=1.0),
+    Spec("chunk_size", CHUNK_SIZE, "steps in each chunk", low=1),
+    Spec("replan_every", REPLAN_EVERY, "ticks between chunks", low=1),
+)
 
 
 class ExpertNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_expert", **node_options)  # e.g. parameter_overrides, for tests
-        self.fps = float(declare(self, "fps", float(FPS), "ticks a second (the sim's fps)", low=1.0))
-        self.chunk_size = int(declare(self, "chunk_size", CHUNK_SIZE, "steps in each chunk", low=1))
-        self.replan_every = int(declare(self, "replan_every", REPLAN_EVERY, "ticks between chunks", low=1))
+        values = declare_all(self, EXPERT_PARAMETERS)
+        self.fps, self.chunk_size = float(values["fps"]), int(values["chunk_size"])
+        self.replan_every = int(values["replan_every"])
         self.episode: tuple[float, str] | None = None
         self.scene: tuple[float, list] | None = None
         self.target: tuple[float, np.ndarray] | None = None

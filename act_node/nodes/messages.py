@@ -20,8 +20,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
 from act_node import so101
+from act_node.table_frame import TABLE_FRAME
 
-TABLE_FRAME = "table"
 # Topic QoS (DESIGN.md): cameras and joints best effort (rclpy's sensor-data profile), chunks and targets
 # reliable; episode, scene and target latched so that a node starting late still joins the episode.
 SENSOR = qos_profile_sensor_data

@@ -1,19 +1,57 @@
-"""Parameters declared with descriptors: what each is, its range or allowed values, and whether it can change
-while the node runs. `ros2 param describe` shows them. A set of a read-only one is refused by rclpy
+"""Parameters declared one way, with descriptors: what each is, its range or allowed values, and whether it can
+change while the node runs. `ros2 param describe` shows them.
+
+Each node lists its parameters once, as `Spec`s (the arm's, the camera's, the policy's ...), or takes them from
+GraphConfig, the one source of the graph's launch arguments (`from_config`: the same default, description and
+limits); `declare_all` declares a list and returns the values. A set of a read-only one is refused by rclpy
 ("Trying to set a read-only parameter"); a set of a changeable one goes through the node's own check
 (`refuse`) before it takes effect, and a value out of range is refused by rclpy with the range.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
+from act_node.config import GraphConfig
+
 FIXED = " Read-only: fixed at start (relaunch to change)."
 CHANGEABLE = " Changeable at run time (ros2 param set)."
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One parameter: its name, default (its type too), what it is, and its range or allowed values."""
+
+    name: str
+    default: Any
+    description: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] | None = None
+    changeable: bool = False
+
+
+def from_config(name: str, changeable: bool = False) -> Spec:
+    """GraphConfig's field `name` as a parameter: its default, description and limits (a tuple as a list)."""
+    fields = {spec.name: spec for spec in dataclasses.fields(GraphConfig)}
+    if name not in fields or "description" not in fields[name].metadata:
+        raise KeyError(f"GraphConfig has no launch argument {name!r}")
+    meta, default = fields[name].metadata, fields[name].default
+    return Spec(name, list(default) if isinstance(default, tuple) else default, meta["description"],
+                meta.get("low"), meta.get("high"), meta.get("choices"), changeable)
+
+
+def declare_all(node: Node, specs: Sequence[Spec]) -> dict[str, Any]:
+    """Declare every spec on `node`; {name: value} (a launch override or the default)."""
+    return {spec.name: declare(node, spec.name, spec.default, spec.description, changeable=spec.changeable,
+                               low=spec.low, high=spec.high, choices=spec.choices) for spec in specs}
 
 
 def declare(node: Node, name: str, default, description: str, *, changeable: bool = False, low=None, high=None,

@@ -29,7 +29,8 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS, readable_checkpoint_cameras, trained_renderer
+from act_node.checkpoints import readable_checkpoint_cameras, trained_renderer
+from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.messages import (
     LATCHED,
@@ -44,37 +45,43 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
-from act_node.nodes.parameters import declare
+from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher, environment_state, requested_kind
+from act_node.observation import ObservationMatcher, build_observation, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
+
+POLICY_PARAMETERS = (
+    Spec("checkpoint", "", "LeRobot pretrained_model folder"),
+    from_config("device"),
+    from_config("threads"),
+    Spec("cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was trained on, each read from "
+         "camera/<name>/image_raw"),
+    Spec("joint_names", list(so101.JOINT_NAMES), "joint_states names in the checkpoint's state order"),
+    Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
+    Spec("skew_s", 0.01, "seconds by which images and joints of one observation may differ in stamp", low=0.0,
+         high=1.0),
+    Spec("infer", "every_n", "every_n: answer the observations replan_every ticks apart (lockstep); latest: the "
+         "newest whenever free (realtime)", choices=("every_n", "latest")),
+    from_config("replan_every"),
+    Spec("use_target", True, "feed target/point and the task's requested kind as environment_state when the "
+         "checkpoint takes it"),
+    Spec("task", "", "the run's task text when run_on_start"),
+    Spec("run_on_start", False, "an arm without the sim: run from the start (else on act/run or episode/start)"),
+)
 
 
 class PolicyNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
-        get = self.get_parameter
-        declare(self, "checkpoint", "", "LeRobot pretrained_model folder")
-        declare(self, "device", "cpu", "torch device: cpu, cuda, cuda:1, mps")
-        threads = int(declare(self, "threads", 0, "torch threads (0: torch's default, a thread a core)", low=0))
+        values = declare_all(self, POLICY_PARAMETERS)
+        threads = int(values["threads"])
         # each camera's images arrive on camera/<name>/image_raw: remap that name for another driver's topic
-        self.cameras = list(declare(self, "cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was "
-                                    "trained on, each read from camera/<name>/image_raw"))
-        self.joint_names = tuple(declare(self, "joint_names", list(so101.JOINT_NAMES), "joint_states names in "
-                                         "the checkpoint's state order"))
-        self.fps = float(declare(self, "fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0))
-        skew_s = float(declare(self, "skew_s", 0.01, "seconds by which images and joints of one observation "
-                               "may differ in stamp", low=0.0, high=1.0))
-        self.infer_mode = declare(self, "infer", "every_n", "every_n: answer the observations replan_every "
-                                  "ticks apart (lockstep); latest: the newest whenever free (realtime)",
-                                  choices=("every_n", "latest"))
-        declare(self, "replan_every", 0, "ticks between chunks; 0: the checkpoint's n_action_steps", low=0)
-        declare(self, "use_target", True, "feed target/point and the task's requested kind as environment_state "
-                "when the checkpoint takes it")
-        declare(self, "task", "", "the run's task text when run_on_start")
-        declare(self, "run_on_start", False, "an arm without the sim: run from the start (else on act/run or "
-                "episode/start)")
-        checkpoint = get("checkpoint").value
+        self.cameras = list(values["cameras"])
+        self.joint_names = tuple(values["joint_names"])
+        self.fps = float(values["fps"])
+        skew_s = float(values["skew_s"])
+        self.infer_mode = values["infer"]
+        checkpoint = values["checkpoint"]
         # the sizes it was trained on, so that the check is about the camera set and the state; image sizes
         # are then checked per message
         self.trained = readable_checkpoint_cameras(checkpoint)
@@ -94,13 +101,13 @@ class PolicyNode(Node):
         self._stopping = False
         # the inference thread loads the checkpoint itself (see _inference), then answers
         loaded: Future[ChunkPolicy] = Future()
-        self._thread = threading.Thread(target=self._inference, args=(checkpoint, get("device").value, threads,
+        self._thread = threading.Thread(target=self._inference, args=(checkpoint, values["device"], threads,
                                                                       loaded), name="act-policy-inference",
                                         daemon=True)
         self._thread.start()
         self.policy = loaded.result()  # a refused checkpoint raises here, as the node is built
-        self.replan_every = int(get("replan_every").value) or int(self.policy.config.n_action_steps)
-        self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and get("use_target").value
+        self.replan_every = int(values["replan_every"]) or int(self.policy.config.n_action_steps)
+        self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and values["use_target"]
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.cameras}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
@@ -125,8 +132,8 @@ class PolicyNode(Node):
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
         self._ready.set()  # the inference thread may answer from here on
-        if get("run_on_start").value:
-            self.begin(self.get_clock().now().nanoseconds * 1e-9, str(get("task").value))
+        if values["run_on_start"]:
+            self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]))
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
                                f"infer {self.infer_mode}, target {'yes' if self.wants_target else 'no'}")
@@ -245,37 +252,50 @@ class PolicyNode(Node):
 
     def try_answer(self) -> bool:
         """Answer the newest due observation, if there is one (on the inference thread); whether it did."""
-        with self._lock:
-            if self.episode_start_s is None:
-                return False
-            found = self.matcher.newest(after_s=self.answered_s, accept=self._due)
-            if found is None:
-                return False
-            stamp, parts = found
-            tick, task, target, run = self._tick(stamp), self.task, self.target, self.episode_start_s
-            if self.wants_target and (target is None or target[0] < self.episode_start_s - 1e-6):
-                self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
-                return False
-            reset, self._reset_policy = self._reset_policy, False
-            self.answered_s = stamp
-        if reset:
-            self.policy.reset()
-        observation = {"agent_pos": so101.to_lerobot(parts["joints"]).astype(np.float32),
-                       "pixels": {c: parts[c] for c in self.cameras}}
-        if self.wants_target:
-            try:  # the target where the selector found it, and the request (the task's kind), one-hot
-                observation["environment_state"] = environment_state(target[1], requested_kind(task))
-            except ValueError as error:
-                self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
-                                        f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
-                return False
+        due = self._take_due()
+        if due is None:
+            return False
+        stamp, parts, task, target, run = due
+        try:  # with the target where the selector found it, and the request (the task's kind), one-hot
+            observation = build_observation(parts["joints"], {c: parts[c] for c in self.cameras},
+                                            *((target[1], requested_kind(task)) if self.wants_target else ()))
+        except ValueError as error:
+            self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
+                                    f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
+            return False
         started = time.perf_counter()
         chunk, _ = self.policy(observation, task)
         with self._lock:
             if self.episode_start_s != run:  # the run ended or another began while it thought: not for now
                 self.get_logger().info(f"dropped the chunk for t={stamp:.3f} s: its run is over")
                 return False
-        chunk_rad = so101.from_lerobot(chunk)
+        self._publish(so101.from_lerobot(chunk), stamp, started)
+        return True
+
+    def _take_due(self):
+        """The newest due, complete observation not yet answered, as (stamp, parts, task, target, run), marked
+        answered; None when there is none (or the target for this episode has not come). The policy is reset
+        here, before the first answer of a run."""
+        with self._lock:
+            if self.episode_start_s is None:
+                return None
+            found = self.matcher.newest(after_s=self.answered_s, accept=self._due)
+            if found is None:
+                return None
+            stamp, parts = found
+            target = self.target
+            if self.wants_target and (target is None or target[0] < self.episode_start_s - 1e-6):
+                self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
+                return None
+            reset, self._reset_policy = self._reset_policy, False
+            self.answered_s = stamp
+            due = (stamp, parts, self.task, target, self.episode_start_s)
+        if reset:
+            self.policy.reset()
+        return due
+
+    def _publish(self, chunk_rad: np.ndarray, stamp: float, started: float) -> None:
+        """The chunk (chunk_size, 6) radians out, answering the observation of `stamp`, with its latency and path."""
         data = serialized_chunk(chunk_rad, stamp, self.fps, self.joint_names)
         with self._lock:
             self.answer = (stamp, data)
@@ -283,9 +303,8 @@ class PolicyNode(Node):
         latency = time.perf_counter() - started
         self.latency_pub.publish(Float64(data=latency))
         self.path.publish(chunk_rad, stamp)
-        self.get_logger().info(f"chunk for t={stamp:.3f} s (tick {tick}): {latency * 1000:.0f} ms",
+        self.get_logger().info(f"chunk for t={stamp:.3f} s (tick {self._tick(stamp)}): {latency * 1000:.0f} ms",
                                throttle_duration_sec=5.0)
-        return True
 
 
 def main(args: list[str] | None = None) -> None:

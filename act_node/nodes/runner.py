@@ -26,12 +26,13 @@ from rclpy.exceptions import ParameterException
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 
+from act_node.stops import STOP_SIGNALS
+
 REFUSED = 2  # exit code for a node that refused to start: a bad parameter, a missing or wrong checkpoint
 FAILED = 1  # exit code for a bug, or a stop that cut the node's work short
 # Start-up errors that are the user's input, not a bug: one line each. The policy's CheckpointMismatch
 # is a ValueError; rclpy's bad parameter types and out-of-range values are ParameterExceptions.
 REFUSALS = (ValueError, FileNotFoundError, ParameterException)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # How often the spin loop looks at the signals StopSignals noted. rclpy.spin() alone can miss a stop for
 # good: rclpy's handler wakes the executor (a guard condition) and only then, from its own thread, shuts the
 # context down; an executor that woke and found the context still up waits again, and nothing wakes it

@@ -14,30 +14,35 @@ from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, Header, String
 from visualization_msgs.msg import Marker, MarkerArray
 
+from act_node.attention.selector import Selector
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
-    TABLE_FRAME,
     episode_start,
     header,
     parsed,
     point_message,
     scene_objects,
 )
-from act_node.nodes.parameters import declare
+from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
 from act_node.observation import requested_kind
-from act_node.selector import Selector
+from act_node.table_frame import TABLE_FRAME
 
 ANCHOR = Point(x=0.5, y=0.0, z=0.02)  # where the attention lines start: the table's near edge
 MAX_LINE_M = 0.02  # line width for a weight of 1
 
 
+SELECTOR_PARAMETERS = (
+    Spec("model", "", "a selector folder (selector.json, model.safetensors); empty: the package's "
+         "models/selector_lookup"),
+)
+
+
 class SelectorNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_selector", **node_options)  # e.g. parameter_overrides, for tests
-        model = declare(self, "model", "", "a selector folder (selector.json, model.safetensors); empty: the "
-                        "package's models/selector_lookup")
+        model = declare_all(self, SELECTOR_PARAMETERS)["model"]
         self.selector = Selector.load(model or None)
         self.request: str | None = None
         self.scene: tuple[float, list] | None = None

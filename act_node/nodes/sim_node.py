@@ -17,11 +17,8 @@ completes and the process exits with 0.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
 from geometry_msgs.msg import PointStamped
@@ -34,8 +31,10 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from act_node.config import MERGE_RULES, GraphConfig
+from act_node.chunks import MERGE_RULES
+from act_node.config import GraphConfig
 from act_node.description import robot_description
+from act_node.episodes import EpisodeResult
 from act_node.nodes.graph import SIM_PARAMETERS
 from act_node.nodes.messages import (
     LATCHED,
@@ -52,14 +51,12 @@ from act_node.nodes.messages import (
     target_point,
     to_time,
 )
-from act_node.nodes.parameters import declare, refuse, result
+from act_node.nodes.parameters import Spec, declare, declare_all, from_config, refuse, result
 from act_node.nodes.runner import run
-from act_node.stepping import EpisodeResult, SimEpisodes, VideoWriter, result_path
-from act_node.tabletop.env import side_by_side
+from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter, result_path
 from act_node.tabletop.objects import KINDS
-from act_node.tabletop.video import caption
+from act_node.tabletop.video import caption, side_by_side
 
-CATCH_UP_TICKS = 3  # realtime: at most this many extra ticks in one timer call, to regain the wall clock
 # what `ros2 param set` changes while the sim runs: the executor reads these at every tick
 CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
 
@@ -67,20 +64,14 @@ CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
 class SimNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_sim", **node_options)  # e.g. parameter_overrides, for tests
-        fields = {spec.name: spec for spec in dataclasses.fields(GraphConfig)}
-        for name in SIM_PARAMETERS:  # GraphConfig's description and limits, one place for each
-            meta, default = fields[name].metadata, fields[name].default
-            declare(self, name, list(default) if isinstance(default, tuple) else default, meta["description"],
-                    changeable=name in CHANGEABLE, low=meta.get("low"), high=meta.get("high"),
-                    choices=meta.get("choices"))
-        declare(self, "republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01)
-        declare(self, "autostart", True, "start the first episode by itself")
-        get = lambda name: self.get_parameter(name).value  # noqa: E731
-        replan = int(get("replan_every")) or None
-        self.config = GraphConfig(**{name: get(name) for name in SIM_PARAMETERS if name != "replan_every"},
+        values = declare_all(self, [from_config(name, changeable=name in CHANGEABLE) for name in SIM_PARAMETERS] + [
+            Spec("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
+            Spec("autostart", True, "start the first episode by itself")])
+        replan = int(values["replan_every"]) or None
+        self.config = GraphConfig(**{name: values[name] for name in SIM_PARAMETERS if name != "replan_every"},
                                   **({"replan_every": replan} if replan else {}))
         self.lockstep_timeout_s = self.config.lockstep_timeout_s
-        self.republish_s = float(get("republish_s"))
+        self.republish_s = float(values["republish_s"])
         self.sim = SimEpisodes(self.config)
         stale = declare(self, "stale_after_s", self.config.stale_after_s(), "seconds after its stamp that the "
                         "newest chunk is stale and the arm holds (default: until the next chunk is due)",
@@ -93,9 +84,7 @@ class SimNode(Node):
         self.filming = self.video_dir is not None and self.config.record_video
         self.videos = VideoWriter(self.config.fps, self._video_written) if self.filming else None
         self.frames: list = []
-        # realtime rendering (cameras_due): a chunk came since the cameras last rendered; the tick and the
-        # episode of that render; the ticks at which the last two chunks came
-        self.answered, self.rendered_tick, self.rendered_in, self.chunk_ticks = False, 0, None, deque(maxlen=2)
+        self.camera_schedule = CameraSchedule(self.config, self.sim.replan_every, self.filming)
         self.done = Future()  # completes after the last episode: the runner then ends the process
         self.log = self.get_logger()
         if self.cameras:
@@ -128,11 +117,10 @@ class SimNode(Node):
             self.timer = self.create_timer(self.republish_s, self.on_waiting)
             self.stepper = self.create_guard_condition(self.step_while_ready)
         self.waiting_since = time.monotonic()
-        self.schedule_origin: float | None = None  # realtime: wall time of tick 0 of the schedule (step_once)
-        self.scheduled = 0  # ticks stepped on that schedule
+        self.realtime = RealtimeClock(self.config.fps)
         self.closed = False
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
-        if get("autostart"):
+        if values["autostart"]:
             self.start_episode()
 
     def work_left(self) -> str | None:
@@ -236,8 +224,7 @@ class SimNode(Node):
         except (MessageError, ValueError) as error:
             self.log.error(f"dropped chunk: {error}", throttle_duration_sec=2.0)
             return
-        self.answered = True  # the policy is free: the next tick renders its cameras (realtime, cameras_due)
-        self.chunk_ticks.append(self.sim.tick)
+        self.camera_schedule.chunk_arrived(self.sim.tick)
         if dropped:
             self.log.debug(f"chunk for t={stamp_s:.3f} s arrived at t={self.sim.now_s:.3f} s: {dropped} steps past")
         if self.config.clock == "lockstep" and self.sim.ready():
@@ -269,21 +256,10 @@ class SimNode(Node):
             self._step()
 
     def step_once(self) -> None:
-        """Realtime: the ticks the wall clock says are due, normally one per timer call. rcl's timer skips the
-        periods a late callback missed, so a tick that overran its period (cameras rendering, a new episode's
-        scene being built) would put the sim behind real time for good; the ticks it cost follow, up to
-        CATCH_UP_TICKS more in one call. More than a second behind (a stall), or with no episode running,
-        the schedule restarts from now."""
+        """Realtime: the ticks the wall clock says are due (stepping.RealtimeClock), normally one per timer call."""
         with self.lock:
-            now, period = time.monotonic(), 1.0 / self.config.fps
-            if self.schedule_origin is None or not self.sim.running:
-                self.schedule_origin, self.scheduled = now - 0.5 * period, 0  # half a period of timer jitter
-            due = math.floor((now - self.schedule_origin) / period) + 1 - self.scheduled
-            if due > self.config.fps:  # more than a second behind: start the schedule again from now
-                self.schedule_origin, due = now - (self.scheduled + 0.5) * period, 1
-            for _ in range(min(max(due, 0), 1 + CATCH_UP_TICKS)):
+            for _ in range(self.realtime.due(time.monotonic(), self.sim.running)):
                 self._step()
-                self.scheduled += 1
 
     def _step(self) -> None:
         if self.closed or not self.sim.running:
@@ -296,38 +272,11 @@ class SimNode(Node):
         if tick.done:
             self.end_episode(tick.result)
 
-    def cameras_due(self) -> list[str]:
-        """The cameras to render this tick: all while filming; else, at the ticks someone consumes (see
-        camera_every), those with a subscriber. Skipping the rest changes no result: the physics does not
-        depend on rendering, and the policy is sent every image it answers.
-
-        Realtime (camera_every 0): the policy answers the newest observation whenever it is free, and it is
-        free once its chunk is out, so the cameras render at an episode's first tick and at the tick after
-        each chunk arrives. Should a chunk or an image be lost (best effort) or the policy start late, they
-        also render once no chunk came for a second, or for twice the last gap between chunks if that is
-        longer (a slow policy is not handed an image older than the one it would ask for)."""
-        if self.filming:
-            return [c.name for c in self.cameras]
-        tick = self.sim.tick
-        if self.config.clock == "realtime" and not self.config.camera_every:
-            gap = self.chunk_ticks[1] - self.chunk_ticks[0] if len(self.chunk_ticks) == 2 else 0
-            patience = max(int(self.config.fps), 2 * gap)
-            fresh = self.rendered_in is not self.sim.start  # the episode's first render
-            if not (self.answered or fresh or tick - self.rendered_tick >= patience):
-                return []
-        else:
-            every = self.config.camera_every or (self.sim.replan_every if self.config.clock == "lockstep" else 1)
-            if (tick - self.sim.start_tick) % (every or 1):
-                return []
-        due = [c.name for c in self.cameras if self.image_pubs[c.name].get_subscription_count() > 0]
-        if due:
-            self.rendered_tick, self.rendered_in, self.answered = tick, self.sim.start, False
-        return due
-
     def publish_observation(self, record: bool = True) -> None:
         stamp = self.sim.now_s
         self.clock_pub.publish(Clock(clock=to_time(stamp)))
-        due = self.cameras_due()
+        due = self.camera_schedule.due(self.sim.tick, self.sim.start_tick, self.sim.start, list(self.image_pubs),
+                                       lambda camera: self.image_pubs[camera].get_subscription_count() > 0)
         images = self.sim.images(due) if due else {}
         for camera in self.cameras:
             if camera.name not in images:

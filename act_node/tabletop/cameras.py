@@ -13,18 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from act_node.table_frame import CAMERA_NAMES
+
 if TYPE_CHECKING:
     from act_node.tabletop.robot import Robot
     from act_node.tabletop.world import World
 
 NEAR_M, FAR_M = 0.01, 3.0
-# The renderers the world can draw the cameras with (World(renderer=...)): pybullet's TinyRenderer, and its
-# EGL plugin (ER_BULLET_HARDWARE_OPENGL through EGL: Mesa's llvmpipe here, a GPU's driver where there is one).
-RENDERERS = ("tiny", "egl")
-# What a user may ask for: a renderer, or "auto": the faster one for the cameras' size (see EGL_FROM_PIXELS),
-# EGL only where its plugin loads. A checkpoint that takes images pins "auto" to the renderer of the dataset it
-# was trained on (act_node.config.GraphConfig.sim_renderer).
-RENDER_CHOICES = ("auto", *RENDERERS)
 # "auto" draws with EGL from this many pixels a frame up, with TinyRenderer below. TinyRenderer's time grows
 # with the pixels; EGL on Mesa's llvmpipe costs about 10 ms a frame at any size, then grows slowly. Measured
 # here per frame (bench/bench_render.py), tiny / egl: 96x128 4.5 / 10.0 ms, 144x192 9.6 / 10.5, 168x224 13.2 /
@@ -43,6 +38,7 @@ CAMERAS = {
     "top": dict(eye=(0.5, 0.2, 0.75), target=(0.5, 0.2, 0.0), fov_y_deg=40.0),  # straight down over the reach
     "wrist": dict(link="wrist_camera", fov_y_deg=70.0),  # on the gripper, looking along the jaws
 }
+assert tuple(CAMERAS) == CAMERA_NAMES, "the cameras must be act_node.table_frame.CAMERA_NAMES, in order"
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,15 @@ import numpy as np
 from gymnasium import spaces
 
 from act_node import so101
+from act_node.attention.selector import Selector
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TARGET_SOURCES
-from act_node.observation import environment_state, environment_state_names
-from act_node.selector import Selector
+from act_node.observation import build_observation, environment_state_names
+from act_node.table_frame import TABLE_SIZE_M
 from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import TargetChoice
-from act_node.tabletop.world import TABLE_SIZE_M
+from act_node.tabletop.video import side_by_side
 
 OBSERVED_MARGIN = 10.0  # degrees (gripper: 0-100 units) past the joint ranges that observations may show
 
@@ -63,7 +64,7 @@ class PickObjectEnv(gym.Env):
                                        dtype=np.float32)
         self.target = TargetChoice(np.zeros(2), 0.0)
         self.steps = 0
-        self.clipped_total = 0
+        self.clamped_total = 0
         self._last_pixels: dict[str, np.ndarray] = {}
 
     @property
@@ -85,8 +86,8 @@ class PickObjectEnv(gym.Env):
         if not self.target.selector_found:
             warnings.warn(f"the Selector judged the {self.scene.request} absent from a scene that holds it; "
                           f"the true position stands in (reported as selector_found=False)", stacklevel=2)
-        self.steps, self.clipped_total = 0, 0
-        return self.observe(), self._info(success=False, clipped=0)
+        self.steps, self.clamped_total = 0, 0
+        return self.observe(), self._info(success=False, clamped=0)
 
     def step(self, action):
         reward, terminated, truncated, info = self.act(action)
@@ -102,7 +103,7 @@ class PickObjectEnv(gym.Env):
         if action.shape != (6,):
             raise ValueError(f"action must have shape (6,) for joints {so101.JOINT_NAMES}, got {action.shape}")
         outcome = self.table.step(so101.from_lerobot(action))
-        self.clipped_total += outcome.clamped
+        self.clamped_total += outcome.clamped
         self.steps += 1
         self._last_pixels = {}  # what render() would show is from an older tick now
         truncated = self.steps >= self.max_steps and not outcome.success
@@ -141,20 +142,10 @@ class PickObjectEnv(gym.Env):
 
     def _observation(self) -> dict:
         self._last_pixels = self.table.rig.render()
-        return {
-            "pixels": dict(self._last_pixels),
-            "agent_pos": so101.to_lerobot(self.table.robot.joint_positions()).astype(np.float32),
-            "environment_state": environment_state(self.target.xy, self.scene.request),
-        }
+        return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
+                                 self.scene.request)
 
-    def _info(self, success: bool, clipped: int) -> dict:
-        return {"is_success": bool(success), "task": self.task, "clipped_joints": clipped,
-                "clipped_total": self.clipped_total, "target_error_m": self.target.error_m,
+    def _info(self, success: bool, clamped: int) -> dict:
+        return {"is_success": bool(success), "task": self.task, "clamped_joints": clamped,
+                "clamped_total": self.clamped_total, "target_error_m": self.target.error_m,
                 "selector_found": self.target.selector_found, "steps": self.steps}
-
-
-def side_by_side(images: dict[str, np.ndarray]) -> np.ndarray:
-    """Camera images next to each other (max H, sum of W, 3), shorter ones padded below."""
-    height = max(image.shape[0] for image in images.values())
-    frames = [np.pad(image, ((0, height - image.shape[0]), (0, 0), (0, 0))) for image in images.values()]
-    return np.concatenate(frames, axis=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from act_node.attention import ITEMS
+from act_node.table_frame import KIND_NAMES
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ KINDS: dict[str, ObjectKind] = {
                       0.04, 0.064, 0.034, 0.03, 0.022),
 }
 
-assert tuple(KINDS) == ITEMS, "object kinds must match the attention networks' ITEMS, in order"
+assert tuple(KINDS) == KIND_NAMES, "the object kinds must be act_node.table_frame.KIND_NAMES, in order"
 
 
 def kind(name: str) -> ObjectKind:

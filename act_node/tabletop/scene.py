@@ -3,7 +3,7 @@
 Objects stand in the arm's reach: a half ring in front of its base, 0.12-0.26 m from the pan axis and
 within 75 degrees of straight ahead (the top-down grasp's workspace; see kinematics.py), and only where
 the expert's planner finds a grasp of that kind at that yaw whose every pose is in reach
-(expert.can_grasp), so that every seed can be planned. Footprints do not overlap and leave 3 cm between
+(planner.can_grasp), so that every seed can be planned. Footprints do not overlap and leave 3 cm between
 them, room for a jaw. (With the planner as it is, the check has turned no placement away in 10,000
 seeds with 4 objects and 2,000 each with 1, 2 and 8, so those seeds give the scenes they gave before it.)
 """
@@ -17,7 +17,8 @@ import numpy as np
 
 from act_node.observation import TASK_PREFIX
 from act_node.tabletop import objects as object_kinds
-from act_node.tabletop.expert import can_grasp
+from act_node.tabletop.kinematics import Unreachable
+from act_node.tabletop.planner import Neighbour, can_grasp, plan_pick
 from act_node.tabletop.world import ARM_BASE_XY, ARM_BASE_YAW, PlacedObject
 
 REACH_M = (0.12, 0.26)
@@ -88,3 +89,15 @@ def _place(rng: np.random.Generator, kinds: list[str]) -> list[PlacedObject] | N
         else:
             return None
     return placed
+
+
+def scene_plan_failure(scene: Scene, start: np.ndarray, fps: float) -> str | None:
+    """Why the expert cannot plan the pick of `scene`'s target from the joints `start` (6,), LeRobot units,
+    at the target's true place and yaw; None when it can."""
+    target = scene.target
+    neighbours = [Neighbour(o.xy, o.kind.footprint_m) for o in scene.objects if o is not target]
+    try:
+        plan_pick(start, target.xy, target.kind, target.yaw, neighbours, fps)
+    except Unreachable as error:
+        return str(error)
+    return None

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from act_node.selector import Selector
 from act_node.tabletop.robot import JAW_LINKS, Robot
 from act_node.tabletop.scene import Scene, sample_scene
 from act_node.tabletop.world import PlacedObject, World
+
+if TYPE_CHECKING:  # the env hands a Selector in: the sim node, which has none, loads no torch
+    from act_node.attention.selector import Selector
 
 LIFT_SUCCESS_M = 0.05
 REACH_SCALE_PER_M = 10.0  # the reach term is 1 - tanh(10 * distance): half at about 5 cm

@@ -9,6 +9,13 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 
+def side_by_side(images: dict[str, np.ndarray]) -> np.ndarray:
+    """Camera images next to each other (max H, sum of W, 3), shorter ones padded below."""
+    height = max(image.shape[0] for image in images.values())
+    frames = [np.pad(image, ((0, height - image.shape[0]), (0, 0), (0, 0))) for image in images.values()]
+    return np.concatenate(frames, axis=1)
+
+
 def caption(frame: np.ndarray, text: str) -> np.ndarray:
     """The frame (H, W, 3) with a dark strip of text below it."""
     strip = Image.new("RGB", (frame.shape[1], 18), (20, 20, 20))

@@ -22,10 +22,9 @@ from pathlib import Path
 import numpy as np
 import pybullet
 
-from act_node.tabletop.cameras import RENDER_CHOICES, RENDERERS
+from act_node.table_frame import RENDER_CHOICES, RENDERERS, TABLE_SIZE_M
 from act_node.tabletop.objects import ObjectKind
 
-TABLE_SIZE_M = 1.0
 TABLE_THICKNESS_M = 0.03
 ARM_BASE_XY = np.array([0.5, 0.06])  # the arm's base on the table, metres
 ARM_BASE_YAW = math.pi / 2  # facing +y, into the table

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-ITEMS = ("cube", "ball", "cup", "pen", "box", "can", "key", "toy")
+from act_node.table_frame import KIND_NAMES as ITEMS
+from act_node.table_frame import TABLE_SIZE_M as TABLE_M  # positions lie in [0, TABLE_M]
+
 KINDS = len(ITEMS)
 TOKEN_SIZE = KINDS + 2  # one-hot kind, then x and y in metres
-TABLE_M = 1.0  # the table is TABLE_M x TABLE_M; positions lie in [0, TABLE_M]
 TASKS = ("find", "nearest")
 
 TRAIN_SCENES = 20_000

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from act_node import attention
+from act_node.attention import networks as attention
 
 # What is compared: "find" with every network; "nearest" with the attention networks and the larger MLP.
 STUDY = {

@@ -16,10 +16,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from act_node import attention
-from act_node.attention import ITEMS, KINDS, make_scenes
+from act_node.attention import networks as attention
+from act_node.attention.networks import ITEMS, KINDS, make_scenes
+from act_node.attention.selector import DEFAULT_MODEL, Selector, absence_rates
 from act_node.paths import models_dir
-from act_node.selector import DEFAULT_MODEL, Selector, absence_rates, kind_index
+from act_node.table_frame import kind_index
 
 NEAREST_MODEL = "attention_transformer2_nearest"
 # rates: what `act-attention results` chose on validation scenes (results/attention/results.json)
@@ -93,7 +94,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_results(args: argparse.Namespace) -> None:
-    from act_node.attention_study import study
+    from act_node.attention.study import study
 
     rows = study(Path(args.out), workers=args.workers, epochs=args.epochs, scenes=args.scenes)
     print((Path(args.out) / "results.md").read_text())
@@ -140,7 +141,7 @@ def selector_card(recipe: dict, misses: dict, margins: dict, rates: dict) -> str
 
 What: the find-the-cup `Lookup` network (one cross-attention layer, width 16, one head,
 {attention.parameter_count(attention.Lookup()):,} parameters) with per-kind absence thresholds, loaded by
-`act_node.selector.Selector`. Input: one token per object (kind one-hot over {", ".join(ITEMS)}; x, y in
+`act_node.attention.selector.Selector`. Input: one token per object (kind one-hot over {", ".join(ITEMS)}; x, y in
 metres on the 1 m x 1 m table) and a requested kind. Output: the target (x, y), each object's attention
 weight, and whether the kind is on the table.
 
@@ -183,7 +184,7 @@ Seeds 0-9 of the same recipe are in `results/attention/results.md`.
 
 
 def cmd_picture(args: argparse.Namespace) -> None:
-    from act_node.attention_figure import lookup_picture, transformer_picture
+    from act_node.attention.figure import lookup_picture, transformer_picture
 
     tokens, request, scene = scene_for(args.seed, args.objects, args.request)
     out = Path(args.out)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from act_node.attention import ITEMS, KINDS, TABLE_M, Lookup, Transformer  # noqa: E402
+from act_node.attention.networks import ITEMS, KINDS, TABLE_M, Lookup, Transformer  # noqa: E402
 
 REQUEST_BOX = (0.5 * TABLE_M, -0.12 * TABLE_M)  # where the request is drawn, just below the table edge
 MAX_LINE_PT = 9.0  # line width for a weight of 1

@@ -23,8 +23,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from act_node.attention import ITEMS, KINDS, TABLE_M, TOKEN_SIZE, Lookup
+from act_node.attention.networks import ITEMS, KINDS, TABLE_M, TOKEN_SIZE, Lookup
 from act_node.paths import models_dir
+from act_node.table_frame import kind_index
 
 DEFAULT_MODEL = "selector_lookup"
 WEIGHTS_FILE = "model.safetensors"
@@ -42,12 +43,6 @@ class Selection:
     found: bool
     score: float  # best raw score over the objects (-inf on an empty table)
     threshold: float
-
-
-def kind_index(kind: str) -> int:
-    if kind not in ITEMS:
-        raise ValueError(f"unknown object kind {kind!r}; expected one of {list(ITEMS)}")
-    return ITEMS.index(kind)
 
 
 def tokens_from_objects(objects: Sequence[tuple[str, float, float]]) -> torch.Tensor:
@@ -166,7 +161,7 @@ def score_ranges(network: Lookup) -> tuple[torch.Tensor, torch.Tensor]:
 def absence_rates(selector: Selector, scenes_per_count: int = 2000, seed: int = 30_003) -> dict:
     """False "found" on scenes of 1-7 objects without the requested kind, false "absent" on scenes of
     1-8 objects with it; also the miss in cm on the scenes with it. Counts per object number."""
-    from act_node.attention import make_scenes
+    from act_node.attention.networks import make_scenes
 
     generator = torch.Generator().manual_seed(seed)
     rates = {"false_found": {}, "false_absent": {}, "miss_cm_by_objects": {}}

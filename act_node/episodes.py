@@ -1,0 +1,158 @@
+"""One seeded episode of the table-top under an agent, and the one record of how it went. No ROS, no torch.
+
+    env.reset(seed) -> agent.reset(observation)      (the expert plans here: Unreachable -> "unplannable")
+      loop: action = agent.act(observation) -> on_step(observation, action) -> env.act(action)
+            -> env.observe() only when something reads it (the agent's next act, on_step, a video)
+      until the success or the step limit, then `after_success` more frames (recording: the lift and the hold)
+    -> EpisodeResult
+
+`act-sim expert` (the expert's success rate), `act-sim eval` (a checkpoint), `act-sim record` (a dataset) and
+the sim node's /episode/result all report an EpisodeResult: one set of keys in every JSON file and report.
+An agent is built over its env and has `reset(observation)`, `act(observation) -> (6,)` in LeRobot units, and
+`needs_observation()`: whether its next act reads the observation (a chunk policy only at its re-plan ticks;
+the expert never after its plan), so that the cameras render only when someone looks. Skipping them changes
+no result: the physics does not depend on rendering.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from act_node.tabletop.kinematics import Unreachable
+from act_node.tabletop.video import caption, step_caption
+
+if TYPE_CHECKING:
+    from act_node.tabletop.env import PickObjectEnv
+
+
+@dataclass
+class EpisodeResult:
+    """How one episode went: the same keys wherever an episode is reported."""
+
+    seed: int
+    task: str
+    success: bool  # the requested object 5 cm up and held (act_node.tabletop.task), at the episode's end
+    steps: int  # control ticks until the success or the step limit (frames after the success not counted)
+    sum_reward: float
+    max_reward: float = 0.0
+    clamped_joints: int = 0  # joint values pulled into range or under the velocity bound, summed over the episode
+    clamped_ticks: int = 0  # ticks with at least one such joint (the sim node's executor)
+    held_ticks: int = 0  # ticks with no usable step: the arm held its last command (the sim node)
+    target_error_m: float | None = None  # how far the target the agent was given lay from the truth (None: none)
+    selector_found: bool = True  # False: the Selector judged the requested kind absent; the truth stood in
+    lifted: list[str] = field(default_factory=list)  # kinds up at the episode's end (a distractor, say)
+    unplannable: str | None = None  # why the expert could not plan the scene (then no step ran)
+    held_after_success: bool | None = None  # after `after_success` frames: still up and held (None: not asked)
+    policy_calls: int = 0
+    mean_inference_s: float = 0.0
+    episode: int | None = None  # its number in a graph's run (the sim node), None in-process
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> EpisodeResult:
+        """The record from its dict (a JSON file, the episode topic); ValueError names a missing or unknown key."""
+        known = {spec.name for spec in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"an episode result has unknown keys {unknown}; known: {sorted(known)}")
+        try:
+            return cls(**values)
+        except TypeError as error:
+            raise ValueError(f"an episode result lacks a key: {error}") from None
+
+
+class EpisodeStopped(Exception):
+    """A stop was asked for before the episode ended (Ctrl-C, SIGTERM): nothing of it counts."""
+
+    def __init__(self, seed: int, steps: int):
+        super().__init__(f"episode of seed {seed} stopped after {steps} steps")
+        self.seed, self.steps = seed, steps
+
+
+class Agent(Protocol):
+    def reset(self, observation: dict) -> None: ...
+
+    def act(self, observation: dict | None) -> np.ndarray: ...
+
+    def needs_observation(self) -> bool: ...
+
+
+class ChunkAgent:
+    """A chunk policy (act_node.policy.ChunkPolicy, or anything `policy(observation, task) -> (chunk, seconds)`)
+    as lerobot-eval runs it: reset each episode, asked again once the first `n_action_steps` of its chunk
+    are executed."""
+
+    def __init__(self, env: PickObjectEnv, policy, n_action_steps: int):
+        self.env, self.policy, self.n_action_steps = env, policy, n_action_steps
+        self.queue: deque[np.ndarray] = deque()
+        self.calls, self.inference_s = 0, 0.0
+
+    def reset(self, observation: dict) -> None:
+        self.policy.reset()
+        self.queue.clear()
+        self.calls, self.inference_s = 0, 0.0
+
+    def needs_observation(self) -> bool:
+        return not self.queue
+
+    def act(self, observation: dict | None) -> np.ndarray:
+        if not self.queue:
+            chunk, seconds = self.policy(observation, self.env.task)
+            self.queue.extend(chunk[:self.n_action_steps])
+            self.calls, self.inference_s = self.calls + 1, self.inference_s + seconds
+        return self.queue.popleft()
+
+
+def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | None = None,
+                on_step: Callable[[dict, np.ndarray], None] | None = None, after_success: int = 0,
+                stop: Callable[[], bool] | None = None, observe_every_tick: bool = False) -> EpisodeResult:
+    """One seeded episode of `agent` in `env`. `frames`: a list to append captioned video frames to;
+    `on_step(observation, action)`: each action with the observation it was chosen on (a recorder; the cameras
+    then render every tick); `after_success`: frames to go on for past a success, the result saying whether the
+    object was still up and held after them; `stop()`: polled before each step, EpisodeStopped when it is true."""
+    observation, info = env.reset(seed=seed)
+    try:
+        agent.reset(observation)
+    except Unreachable as error:
+        return EpisodeResult(seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
+                             selector_found=info["selector_found"], unplannable=str(error))
+    if frames is not None:
+        frames.append(caption(env.render(), step_caption(seed, env.task)))
+    observe = observe_every_tick or frames is not None or on_step is not None
+    total, best, steps = 0.0, 0.0, 0
+    done, extra = False, 0
+    while not done or extra < after_success:
+        if stop is not None and stop():
+            raise EpisodeStopped(seed, steps + extra)
+        action = agent.act(observation)
+        if on_step is not None:
+            on_step(observation, action)
+        reward, terminated, truncated, step_info = env.act(action)
+        if done:
+            extra += 1
+        else:
+            total, best, steps, info = total + reward, max(best, reward), steps + 1, step_info
+            done = terminated or truncated
+        if observe or agent.needs_observation():
+            observation = env.observe()
+        if frames is not None:
+            frames.append(caption(env.render(), step_caption(seed, env.task, step_info, reward)))
+        if done and not info["is_success"]:
+            break  # a failure has no frames after it
+    held = env.table.task.is_success() if after_success and info["is_success"] else None
+    return EpisodeResult(seed, env.task, bool(info["is_success"]), steps, total, best,
+                         clamped_joints=info["clamped_total"], target_error_m=info["target_error_m"],
+                         selector_found=info["selector_found"], lifted=list(info.get("lifted", [])),
+                         held_after_success=held, policy_calls=getattr(agent, "calls", 0),
+                         mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1))

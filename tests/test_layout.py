@@ -1,0 +1,105 @@
+"""The package's shape: imports point one way, between modules and between rooms (subpackages), and the
+sim node starts without torch. Imports are read from the source (module level, inside functions and under
+TYPE_CHECKING alike: a lazy import that closes a loop is still a loop)."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "act_node"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """{module: the act_node modules it imports}, every module of the package."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {target for target in found if target in modules and target != name}
+    return graph
+
+
+def room(module: str) -> str:
+    """The room a module stands in: its subpackage (act_node.tabletop), or the top-level module itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One loop of the graph (its nodes in order, the first again at the end), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_module_imports_around_a_loop():
+    assert cycle(imports()) is None
+
+
+def test_no_room_imports_a_room_that_imports_it_back():
+    """Between subpackages and top-level modules the arrows point one way too: a lower floor never
+    imports a higher one (the package's own __init__ files aside, which only name the room)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in imports().items():
+        if module == "act_node":
+            continue
+        rooms.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    assert cycle(rooms) is None
+
+
+def test_the_loop_finder_finds_a_loop():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("module", ["act_node.nodes.sim_node", "act_node.tabletop.table", "act_node.stepping",
+                                    "act_node.config", "act_node.episodes"])
+def test_the_sim_side_imports_no_torch(module):
+    """The PyBullet sim node and what it stands on load without torch (and so start in a fraction of the
+    time and memory: bench/bench_startup.py)."""
+    code = f"import sys, {module}; print(sorted(m for m in ('torch', 'lerobot') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"{module} imports {out.strip()}"
+
+
+def test_the_readme_layout_names_every_module_and_only_modules_that_exist():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    block = readme.split("## Layout", 1)[1].split("```")[1]
+    named = set(re.findall(r"(?<![\w.])([a-z_0-9]+\.py)\b", block))  # not sim.launch.py
+    existing = {path.name for path in PACKAGE.rglob("*.py")} | {path.name for path in PACKAGE.parent.glob("*.py")}
+    assert named - existing == set(), "the layout names files that are not there"
+    top = {path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py"}
+    rooms = {f"{path.name}/" for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert top - named == set(), "modules the layout leaves out"
+    assert {room for room in rooms if room not in block} == set(), "subpackages the layout leaves out"
