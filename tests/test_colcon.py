@@ -1,7 +1,7 @@
 """colcon builds the package as a ROS 2 user would, in a temporary workspace, plain and --symlink-install,
 with the venv's colcon (requirements-dev.txt), and the install has what `ros2 run` and `ros2 launch` look
 for: the executables under lib/act_node/, the launch file, URDF and models under share/act_node/, the
-ament index marker and package.xml. The scripts run the venv's Python (README, "On a ROS 2 install")."""
+ament index marker and package.xml. The scripts run the venv's Python (docs/graph.md, "On a ROS 2 install")."""
 
 import os
 import re

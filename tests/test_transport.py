@@ -18,7 +18,7 @@ from act_node.nodes import messages
 from act_node.nodes.messages import MessageError
 
 XSD = "{http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles}"
-LARGEST_FRAME = 720 * 1280 * 3  # bytes of the largest camera frame the README promises (rgb8)
+LARGEST_FRAME = 720 * 1280 * 3  # bytes of the largest camera frame docs/transport.md promises (rgb8)
 
 
 def noise(height: int, width: int, seed: int = 0) -> np.ndarray:
