@@ -57,7 +57,9 @@ setup(
             "act_selector_node = act_node.nodes.selector_node:main",
             "act_expert_node = act_node.nodes.expert_node:main",
             "act_so101_node = act_node.nodes.arm_node:main",
+            "act_leader_node = act_node.nodes.leader_node:main",
             "act_camera_node = act_node.nodes.camera_node:main",
+            "act_recorder_node = act_node.nodes.recorder_node:main",
         ],
     },
 )

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MERGE_RULES = ("replace", "average", "ensemble")
+# Where an arm's commands come from: chunks on act/action_chunk (a policy, the expert) or a leader arm's joint
+# states (a person teleoperating), each through the same executor and safety chain
+COMMAND_SOURCES = ("policy", "leader")
+LEADER_HOLD_S = 0.25  # a leader's pose is followed this long after its message; then the arm holds
 
 
 @dataclass
@@ -30,6 +34,14 @@ class Chunk:
 
     stamp_s: float
     actions: np.ndarray
+
+
+def hold_chunk(positions: np.ndarray, stamp_s: float, fps: float, hold_s: float = LEADER_HOLD_S) -> Chunk:
+    """A leader's pose (joints,) as a chunk that asks for it from `stamp_s` for `hold_s`: each new pose
+    replaces the last (merge "replace"), and a leader that goes silent runs the queue out, so the arm holds
+    ("no step queued") instead of following a pose that is no longer meant."""
+    steps = max(1, math.ceil(hold_s * fps))
+    return Chunk(stamp_s, np.tile(np.asarray(positions, float), (steps, 1)))
 
 
 @dataclass

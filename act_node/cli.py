@@ -9,6 +9,8 @@
                    (--ros: through the ROS 2 graph instead of in-process)
   act-sim launch   the ROS 2 node graph of launch/sim.launch.py, without the launch package:
                    act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
+                   (record:=DIR records the graph's episodes; teleop:=leader leader_port:=... a leader arm drives)
+  act-sim bag2dataset  a rosbag2 bag of the graph (MCAP or sqlite3) to a LeRobotDataset, as the recorder node
 """
 
 from __future__ import annotations
@@ -157,6 +159,31 @@ def cmd_record(args: argparse.Namespace) -> None:
         print(f"stopped by {summary.stopped_by}: {summary.root} holds {summary.total_episodes} complete episodes; "
               f"add --resume to go on")
         raise SystemExit(128 + signal.Signals[summary.stopped_by].value)
+
+
+def cmd_bag2dataset(args: argparse.Namespace) -> None:
+    from act_node.bags import bag_to_dataset
+    from act_node.record import ResumeRefused
+    from act_node.recording import RecorderSettings
+
+    ranges = None
+    if args.episode:
+        try:
+            ranges = [tuple(float(v) for v in text.split(":")) for text in args.episode]
+        except ValueError:
+            raise SystemExit(f"act-sim bag2dataset: --episode takes START:END seconds, got {args.episode}") from None
+        if any(len(r) != 2 or r[1] <= r[0] for r in ranges):
+            raise SystemExit(f"act-sim bag2dataset: --episode takes START:END with END > START, got {args.episode}")
+    cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
+    settings = RecorderSettings(Path(args.out), args.repo_id, cameras, args.fps, not args.no_target,
+                                args.robot_type, args.keep_failures, args.resume, image_writer_threads=2)
+    try:
+        summary = bag_to_dataset(args.bag, settings, args.namespace, ranges, args.task)
+    except (FileNotFoundError, FileExistsError, ResumeRefused, ValueError) as error:
+        raise SystemExit(f"act-sim bag2dataset: {error}") from None
+    print(json.dumps({"root": str(summary.root), "saved": summary.saved, "dropped": summary.dropped,
+                      "dataset_episodes": summary.episodes, "messages": summary.messages,
+                      "unreadable": summary.unreadable, "problems": summary.problems}, indent=1))
 
 
 def cmd_plannable(args: argparse.Namespace) -> None:
@@ -429,6 +456,22 @@ def main(argv: list[str] | None = None) -> None:
     launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     launch.set_defaults(run=cmd_launch, passes_extra=True)
+
+    bags = commands.add_parser("bag2dataset", help="a rosbag2 bag (MCAP or sqlite3) of the graph to a LeRobotDataset")
+    bags.add_argument("bag", help="the bag's folder (or file), as ros2 bag record wrote it")
+    bags.add_argument("--out", required=True, help="the dataset folder (new, unless --resume)")
+    bags.add_argument("--repo-id", default="local/act_node_demonstrations")
+    bags.add_argument("--resume", action="store_true", help="append to the dataset at --out")
+    bags.add_argument("--cameras", default=",".join(DEFAULT_CAMERAS), help="comma-separated, as recorded")
+    bags.add_argument("--fps", type=float, default=FPS, help="the rate of act/joint_command in the bag")
+    bags.add_argument("--namespace", default="", help="the graph's namespace in the bag ('': the root)")
+    bags.add_argument("--episode", action="append", default=None, metavar="START:END",
+                      help="an episode as header-stamp seconds (repeat for more); default: the bag's episode topics")
+    bags.add_argument("--task", default="", help="the task text of --episode ranges ('pick up the cup')")
+    bags.add_argument("--keep-failures", action="store_true", help="keep the sim's failed episodes too")
+    bags.add_argument("--no-target", action="store_true", help="no observation.environment_state (an arm's bag)")
+    bags.add_argument("--robot-type", default="so101_sim", help="the dataset's robot_type")
+    bags.set_defaults(run=cmd_bag2dataset)
 
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "passes_extra", False):

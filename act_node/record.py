@@ -55,13 +55,38 @@ JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
 SEEDS_FILE = Path("meta") / "act_node_seeds.json"  # under the dataset root, beside LeRobot's info.json
 
 
-def dataset_features(env: PickObjectEnv) -> dict:
-    features = {
-        OBS_STATE: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
-        OBS_ENV_STATE: {"dtype": "float32", "shape": (len(environment_state_names()),),
-                        "names": environment_state_names()},
-        ACTION: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES},
-    }
+@dataclass(frozen=True)
+class CameraShape:
+    name: str
+    height: int
+    width: int
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What a dataset is recorded from, where no env is: the recorder node and bag2dataset (a PickObjectEnv
+    answers the same names). `renderer` None: real cameras; `object_count` None: not a table-top scene."""
+
+    cameras: tuple[CameraShape, ...]
+    fps: int
+    renderer: str | None = None
+    object_count: int | None = None
+    robot_type: str = ROBOT_TYPE
+    environment_state: bool = True  # the target and the request: observation.environment_state
+
+    @classmethod
+    def of_cameras(cls, sizes: dict[str, tuple[int, int]], fps: int, **fields) -> DatasetSpec:
+        return cls(tuple(CameraShape(name, int(h), int(w)) for name, (h, w) in sizes.items()), int(fps), **fields)
+
+
+def dataset_features(env: PickObjectEnv | DatasetSpec) -> dict:
+    """The dataset's features for what records it: state, environment state (unless the spec says none),
+    action, a video per camera."""
+    features = {OBS_STATE: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES}}
+    if getattr(env, "environment_state", True):
+        features[OBS_ENV_STATE] = {"dtype": "float32", "shape": (len(environment_state_names()),),
+                                   "names": environment_state_names()}
+    features[ACTION] = {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES}
     for camera in env.cameras:
         features[f"{OBS_IMAGES}.{camera.name}"] = {
             "dtype": "video", "shape": (camera.height, camera.width, 3), "names": ["height", "width", "channels"]}
@@ -88,7 +113,7 @@ class SeedRecord:
 
     episode_seeds: list[int | None]  # None: an episode whose seed is unknown (recorded some other way)
     next_seed: int  # the first seed no run has tried yet
-    objects: int
+    objects: int | None  # None: not a table-top scene (an arm's own demonstrations)
     after_success: int = 0  # frames recorded past the success
 
     @classmethod
@@ -97,7 +122,8 @@ class SeedRecord:
         if not path.is_file():
             return None
         content = json.loads(path.read_text())
-        return cls(list(content["episode_seeds"]), int(content["next_seed"]), int(content["objects"]),
+        objects = content["objects"]
+        return cls(list(content["episode_seeds"]), int(content["next_seed"]), None if objects is None else int(objects),
                    int(content.get("after_success", 0)))
 
     def write(self, root: Path) -> None:
@@ -127,9 +153,9 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     if after_success < 0:
         raise ValueError(f"after_success must be >= 0 frames, got {after_success}")
     if resume:
-        dataset, seeds = _resume_dataset(env, repo_id, root, first_seed, after_success)
+        dataset, seeds = resume_dataset(env, repo_id, root, first_seed, after_success)
     else:
-        dataset, seeds = _create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed,
+        dataset, seeds = create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed,
                                          after_success)
     expert = ScriptedExpert(env)
     started = time.perf_counter()
@@ -167,7 +193,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     break
         except BaseException as error:
             # the dataset is consistent between episodes: bring it back there, keep what was saved
-            _abandon_episode(dataset, seeds, seed, root)
+            abandon_episode(dataset, seeds, seed, root)
             error.add_note(f"recording stopped at seed {seed}; the episode in progress was dropped; the "
                            f"dataset at {root} keeps its {dataset.meta.total_episodes} completed episodes "
                            f"({dataset.meta.total_frames} frames)")
@@ -208,34 +234,40 @@ def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int,
     return "success"
 
 
-def _create_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int, after_success: int):
+def create_dataset(env: PickObjectEnv | DatasetSpec, repo_id: str, root: Path, first_seed: int = 0,
+                   after_success: int = 0, image_writer_threads: int = 0):
+    """A new, empty dataset at `root` for what `env` records (refused if the folder holds anything), with its
+    seed record and its renderer file; (dataset, SeedRecord)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"dataset folder {root} already exists and is not empty: choose another --root, "
                               f"or add --resume to append to it")
     dataset = LeRobotDataset.create(repo_id=repo_id, fps=env.fps, features=dataset_features(env), root=root,
-                                    robot_type=ROBOT_TYPE, use_videos=True)
+                                    robot_type=getattr(env, "robot_type", ROBOT_TYPE), use_videos=True,
+                                    image_writer_threads=image_writer_threads)
     seeds = SeedRecord([], first_seed, env.object_count, after_success)
     seeds.write(root)
-    write_renderer(root / "meta", env.renderer)  # what drew the images: a checkpoint of it is evaluated with the same
+    if env.renderer is not None:  # what drew the images: a checkpoint of it is evaluated with the same
+        write_renderer(root / "meta", env.renderer)
     return dataset, seeds
 
 
-def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: int | None, after_success: int):
+def resume_dataset(env: PickObjectEnv | DatasetSpec, repo_id: str, root: Path, first_seed: int | None = None,
+                   after_success: int = 0, image_writer_threads: int = 0):
     """LeRobot's own resume, after checking the dataset was recorded like this run would record it."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     if not (root / "meta" / "info.json").is_file():
         raise FileNotFoundError(f"nothing to resume at {root}: no meta/info.json (record without --resume first)")
     try:
-        dataset = LeRobotDataset.resume(repo_id=repo_id, root=root)
+        dataset = LeRobotDataset.resume(repo_id=repo_id, root=root, image_writer_threads=image_writer_threads)
     except Exception as error:  # pyarrow's errors have no common base worth naming
         raise ResumeRefused(f"cannot resume {root}: its metadata does not load ({type(error).__name__}: {error}); "
                          f"it was probably written by a recorder that was killed before finalizing") from error
     mismatch = _settings_mismatch(dataset, env)
     seeds = SeedRecord.read(root)
-    if seeds is not None and seeds.objects != env.object_count:
+    if seeds is not None and env.object_count is not None and seeds.objects != env.object_count:
         mismatch.append(f"objects: recorded {seeds.objects}, this run {env.object_count}")
     if seeds is not None and seeds.after_success != after_success:
         mismatch.append(f"frames after the success: recorded {seeds.after_success}, this run {after_success}")
@@ -261,7 +293,7 @@ def _resume_dataset(env: PickObjectEnv, repo_id: str, root: Path, first_seed: in
     return dataset, seeds
 
 
-def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
+def _settings_mismatch(dataset, env: PickObjectEnv | DatasetSpec) -> list[str]:
     """What differs between the dataset's cameras, image sizes and fps and this env's."""
     def cameras(features: dict) -> dict[str, tuple]:
         return {key.removeprefix(f"{OBS_IMAGES}."): tuple(value["shape"]) for key, value in features.items()
@@ -276,7 +308,7 @@ def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
         mismatch.append(f"cameras (height x width): recorded {described(recorded)}, this run {described(wanted)}")
     if dataset.meta.fps != env.fps:
         mismatch.append(f"fps: recorded {dataset.meta.fps}, this run {env.fps}")
-    if recorded:  # a dataset without images does not care what would have drawn them
+    if recorded and env.renderer is not None:  # real cameras, or no images: nothing to compare the lighting of
         try:
             drawn = dataset_renderer(dataset.root)
         except ValueError as error:  # its renderer file does not read: nothing to compare with
@@ -293,7 +325,7 @@ def _settings_mismatch(dataset, env: PickObjectEnv) -> list[str]:
     return mismatch
 
 
-def _abandon_episode(dataset, seeds: SeedRecord, seed: int, root: Path) -> None:
+def abandon_episode(dataset, seeds: SeedRecord, seed: int | None, root: Path) -> None:
     """After an exception: drop the episode in progress (its staged frames free the disk a full disk
     needs to finish), finalize, and make the files agree with the episodes LeRobot's metadata lists."""
     from lerobot.datasets.io_utils import write_info
@@ -301,7 +333,8 @@ def _abandon_episode(dataset, seeds: SeedRecord, seed: int, root: Path) -> None:
     saved = dataset.meta.total_episodes
     if len(seeds.episode_seeds) < saved:  # the exception came after LeRobot had saved the episode
         seeds.episode_seeds.append(seed)
-        seeds.next_seed = seed + 1
+        if seed is not None:
+            seeds.next_seed = max(seeds.next_seed, seed + 1)
     dataset.clear_episode_buffer()
     dataset.finalize()
     write_info(dataset.meta.info, root)  # a write cut short by a full disk may have left it truncated

@@ -58,6 +58,8 @@ class Tick:
     reason: str
     done: bool
     result: EpisodeResult | None = None
+    stamp_s: float = 0.0  # the tick's time: the observation the command acted on (act/joint_command's stamp)
+    command: np.ndarray | None = None  # (6,) radians: what the executor sent the arm this tick
 
 
 class SimEpisodes:
@@ -135,7 +137,8 @@ class SimEpisodes:
         """One control tick: the executor's command (or a hold), physics, the task's judgement."""
         if not self.running:
             raise RuntimeError("no episode is running: start one first")
-        command = self.executor.next_command(self.now_s, self.table.robot.joint_positions())
+        stamp_s = self.now_s
+        command = self.executor.next_command(stamp_s, self.table.robot.joint_positions())
         outcome = self.table.step(command.positions)
         self.held_ticks += command.held
         self.clamped_ticks += command.clamped > 0
@@ -145,11 +148,11 @@ class SimEpisodes:
         self.tick += 1
         steps = self.tick - self.start_tick
         if not (outcome.success or steps >= self.config.max_steps):
-            return Tick(command.held, command.reason, False)
+            return Tick(command.held, command.reason, False, None, stamp_s, command.positions)
         self.running = False
         if self.episodes_left is not None:
             self.episodes_left -= 1
-        return Tick(command.held, command.reason, True, self._result(outcome.success))
+        return Tick(command.held, command.reason, True, self._result(outcome.success), stamp_s, command.positions)
 
     def joint_state(self) -> tuple[np.ndarray, np.ndarray]:
         return self.table.robot.joint_state()

@@ -29,9 +29,19 @@ from act_node import so101
 from act_node.arm.control import ArmController
 from act_node.arm.follower import SO101FollowerArm
 from act_node.arm.safety import SafetyConfig
-from act_node.chunks import MERGE_RULES
+from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
 from act_node.config import FPS
-from act_node.nodes.messages import RELIABLE, SENSOR, MessageError, chunk_actions, header, joint_state_message
+from act_node.nodes.messages import (
+    COMMANDS,
+    RELIABLE,
+    SENSOR,
+    MessageError,
+    chunk_actions,
+    header,
+    joint_state_message,
+    parsed,
+    stamped_joint_positions,
+)
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
 
@@ -66,6 +76,8 @@ ARM_PARAMETERS = (
          low=0.0),
     Spec("rest_pose", [0.0], "radians per joint to move to on shutdown; one value: no move"),
     Spec("rest_seconds", 2.0, "seconds for the move to rest_pose", low=0.0),
+    Spec("command_source", "policy", "policy: execute act/action_chunk; leader: follow leader/joint_states (a "
+         "person on a leader arm), through the same executor and safety chain", choices=COMMAND_SOURCES),
 )
 
 
@@ -96,8 +108,15 @@ class ArmNode(Node):
         self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
         self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
         chunks, services = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
-        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE, callback_group=chunks,
-                                 raw=True)  # read by chunk_actions without rclpy building the message
+        # the goal written each tick, after the safety chain, stamped with the tick's read: a recorder's action
+        self.command_pub = self.create_publisher(JointState, "act/joint_command", COMMANDS)
+        if get("command_source") == "leader":
+            self.create_subscription(JointState, "leader/joint_states", parsed(
+                self, stamped_joint_positions, "leader joint state", self.on_leader, 2.0), SENSOR,
+                callback_group=chunks)
+        else:
+            self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
+                                     callback_group=chunks, raw=True)  # chunk_actions reads the bytes
         for name, action in (("~/stop", self.control.stop), ("~/estop", self.control.estop),
                              ("~/reset", self.control.reset)):
             self.create_service(Trigger, name, lambda request, response, act=action: self.on_service(act, response),
@@ -139,6 +158,9 @@ class ArmNode(Node):
             result = self.control.tick(time.time())
             if result.reading is not None:
                 self.publish_joints(result.reading.positions, result.reading.stamp_s)
+                if result.wrote:  # a dry run, a stop or a latched fault writes nothing: no command was applied
+                    goal = result.decision.goal
+                    self.command_pub.publish(joint_state_message(goal, np.zeros_like(goal), result.reading.stamp_s))
             elif result.error:
                 self.get_logger().error(f"bus read failed: {result.error}", throttle_duration_sec=1.0)
             due += period
@@ -154,6 +176,13 @@ class ArmNode(Node):
         self.published += 1
 
     # --- chunks and services (executor threads) ------------------------------------------------------------
+    def on_leader(self, leader: tuple[float, np.ndarray]) -> None:
+        """A leader arm's pose, followed from now for LEADER_HOLD_S through the executor and the safety chain."""
+        now = time.time()
+        reason = self.control.add_chunk(now, hold_chunk(leader[1], now, self.fps).actions, now)
+        if reason:
+            self.get_logger().warn(f"leader pose not followed: {reason}", throttle_duration_sec=2.0)
+
     def on_chunk(self, message: bytes) -> None:
         now = time.time()
         try:

@@ -33,7 +33,19 @@ ROBOT_ARGUMENTS = {
     "target_topic": ("target/point", "so101: where the target point comes from, e.g. /clicked_point (RViz)"),
     "rest_pose": ("", "so101: comma-separated radians to move to on shutdown ('': no move)"),
 }
-LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS}
+# teleoperation and recording, for robot:=sim and robot:=so101 alike; name -> (default, description)
+RECORD_ARGUMENTS = {
+    "teleop": ("", "leader: a person moves a leader SO-101 (the leader node) and the sim or the follower follows "
+                   "through the same safety chain; no policy runs ('': the policy or the expert drives)"),
+    "leader_port": ("", "teleop:=leader: the leader arm's serial port, e.g. /dev/ttyACM1"),
+    "leader_id": ("leader", "teleop:=leader: the id its LeRobot calibration file is named after"),
+    "record": ("", "record the graph's demonstrations into this LeRobotDataset folder (the recorder node; "
+                   "'': no recording)"),
+    "repo_id": ("local/act_node_demonstrations", "record: the dataset's repo id"),
+    "resume": ("false", "record: append to the dataset at record:= instead of starting one"),
+    "keep_failures": ("false", "record, sim: keep the episodes that failed too"),
+}
+LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS, **RECORD_ARGUMENTS}
 NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
@@ -70,12 +82,49 @@ def describe(**overrides: str) -> list[NodeSpec]:
     overrides = dict(overrides)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
+    recording = {name: str(overrides.pop(name, default)) for name, (default, _) in RECORD_ARGUMENTS.items()}
+    if recording["teleop"] not in ("", "leader"):
+        raise ValueError(f"teleop must be '' or 'leader', got {recording['teleop']!r}")
+    if recording["teleop"]:  # a person moves in real time: a lockstep sim would wait for chunks that never come
+        if overrides.get("clock", "realtime") != "realtime":
+            raise ValueError("teleop:=leader needs clock:=realtime (a person moves the leader in real time)")
+        overrides["clock"] = "realtime"
+    if recording["record"] and robot["robot"] == "sim" and overrides.get("camera_every", "0") == "0":
+        overrides["camera_every"] = "1"  # the recorder takes every tick's images
     config = GraphConfig.from_arguments(overrides)
     if robot["robot"] == "so101":
-        return _placed(describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint"))), namespace)
-    if robot["robot"] != "sim":
+        nodes = describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint")),
+                               teleop=bool(recording["teleop"]))
+    elif robot["robot"] == "sim":
+        nodes = _nodes(config, teleop=bool(recording["teleop"]))
+    else:
         raise ValueError(f"robot must be 'sim' or 'so101', got {robot['robot']!r}")
-    return describe_config(config, namespace)
+    nodes += _recording_nodes(config, robot, recording)
+    if recording["record"] and robot["robot"] == "sim":
+        nodes[0].parameters["await_subscriber"] = "act_recorder"  # the first episode waits for the recorder
+    return _placed(nodes, namespace)
+
+
+def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict[str, str]) -> list[NodeSpec]:
+    """The leader node (teleop:=leader) and the recorder node (record:=DIR)."""
+    nodes = []
+    if recording["teleop"]:
+        if not recording["leader_port"]:
+            raise ValueError("teleop:=leader needs leader_port:=<the leader arm's serial port>")
+        nodes.append(NodeSpec("act_leader_node", "act_node.nodes.leader_node", "act_leader", {
+            "port": recording["leader_port"], "robot_id": recording["leader_id"],
+            "calibration_dir": robot["calibration_dir"]}))
+    if recording["record"]:
+        sim = robot["robot"] == "sim"
+        nodes.append(NodeSpec("act_recorder_node", "act_node.nodes.recorder_node", "act_recorder", {
+            "root": recording["record"], "repo_id": recording["repo_id"],
+            "resume": _flag("resume", recording["resume"]), "keep_failures": _flag("keep_failures",
+                                                                                   recording["keep_failures"]),
+            "cameras": list(config.cameras), "fps": float(config.fps), "task": robot["task"],
+            # on the arm the dataset is LeRobot's plain SO-101 one: state, images, action, task text
+            "use_target": sim, "robot_type": "so101_sim" if sim else "so101_follower",
+            **({"use_sim_time": True} if sim else {})}))
+    return nodes
 
 
 def describe_config(config: GraphConfig, namespace: str = "") -> list[NodeSpec]:
@@ -94,9 +143,11 @@ def _placed(nodes: list[NodeSpec], namespace: str) -> list[NodeSpec]:
     return nodes
 
 
-def _nodes(config: GraphConfig) -> list[NodeSpec]:
+def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     replan = config.replan_ticks()
     parameters = {name: getattr(config, name) for name in SIM_PARAMETERS}
+    if teleop:
+        parameters["command_source"] = "leader"
     # renderer: auto resolved against a camera checkpoint here, where the checkpoint is known
     parameters.update(cameras=list(config.cameras), replan_every=replan, renderer=config.sim_renderer())
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
@@ -109,10 +160,12 @@ def _nodes(config: GraphConfig) -> list[NodeSpec]:
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})
-    return [sim, policy] if config.target_source == "truth" else [sim, selector, policy]
+    drivers = [] if teleop else [policy]
+    return [sim, *drivers] if config.target_source == "truth" else [sim, selector, *drivers]
 
 
-def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint: bool = True) -> list[NodeSpec]:
+def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint: bool = True,
+                   teleop: bool = False) -> list[NodeSpec]:
     """A real SO-101: the arm node, a camera node per `camera_devices` entry, and the policy (or the expert)
     running on wall time from the start with the `task` text. The target comes from `target_topic`.
     policy:=act needs a checkpoint named here (`chosen_checkpoint`): the shipped one was trained in the sim."""
@@ -131,7 +184,9 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     devices = [d.strip() for d in robot["camera_devices"].split(",") if d.strip()]
     if devices and len(devices) != len(config.cameras):
         raise ValueError(f"camera_devices has {len(devices)} entries for cameras {list(config.cameras)}")
-    if config.policy == "act" and not chosen_checkpoint:
+    if teleop:
+        arm.parameters["command_source"] = "leader"
+    elif config.policy == "act" and not chosen_checkpoint:
         raise ValueError("robot:=so101 with policy:=act needs checkpoint:=<a policy trained on your arm>: the shipped "
                          "models/act_pick was trained in the simulation (pass it as checkpoint:= to try it anyway)")
     camera_nodes = [NodeSpec("act_camera_node", "act_node.nodes.camera_node", f"act_camera_{name}", {
@@ -147,7 +202,7 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
                           remappings=target)
-    return [arm, *camera_nodes, policy]
+    return [arm, *camera_nodes] + ([] if teleop else [policy])
 
 
 def _flag(name: str, text: str) -> bool:

@@ -15,7 +15,7 @@ from builtin_interfaces.msg import Duration, Time
 from geometry_msgs.msg import Point, PointStamped
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import ColorRGBA, Header
+from std_msgs.msg import ColorRGBA, Header, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -27,6 +27,10 @@ from act_node.table_frame import TABLE_FRAME
 SENSOR = qos_profile_sensor_data
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# act/joint_command: one a tick, each a frame's action for a recorder: reliable, two seconds of them queued
+COMMANDS = QoSProfile(depth=60, reliability=ReliabilityPolicy.RELIABLE)
+# A recorder's cameras and joints: best effort as published, with room for a second of them while it writes
+RECORDING = QoSProfile(depth=60, reliability=ReliabilityPolicy.BEST_EFFORT)
 ENCODINGS = ("rgb8", "bgr8")
 
 
@@ -461,6 +465,16 @@ def episode_start(message: Header) -> tuple[float, dict]:
     if not isinstance(info, dict):
         raise MessageError(f"episode start's frame_id is not a JSON object: {message.frame_id!r}")
     return seconds_of(message.stamp), info
+
+
+def episode_result(message: String):
+    """The EpisodeResult /episode/result carries (JSON); MessageError when it does not read as one."""
+    from act_node.episodes import EpisodeResult
+
+    try:
+        return EpisodeResult.from_dict(json.loads(message.data))
+    except (json.JSONDecodeError, ValueError, TypeError) as error:
+        raise MessageError(f"episode result is not an EpisodeResult's JSON ({error}): {message.data[:200]!r}") from None
 
 
 # --- scene and target ------------------------------------------------------------------------------------

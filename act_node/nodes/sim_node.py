@@ -21,7 +21,9 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 from geometry_msgs.msg import PointStamped
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
@@ -31,12 +33,13 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from act_node.chunks import MERGE_RULES
+from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
 from act_node.config import GraphConfig
 from act_node.description import robot_description
 from act_node.episodes import EpisodeResult
 from act_node.nodes.graph import SIM_PARAMETERS
 from act_node.nodes.messages import (
+    COMMANDS,
     LATCHED,
     RELIABLE,
     SENSOR,
@@ -45,9 +48,11 @@ from act_node.nodes.messages import (
     chunk_actions,
     episode_start_message,
     joint_state_message,
+    parsed,
     point_message,
     scene_markers,
     serialized_image,
+    stamped_joint_positions,
     target_point,
     to_time,
 )
@@ -66,7 +71,16 @@ class SimNode(Node):
         super().__init__("act_sim", **node_options)  # e.g. parameter_overrides, for tests
         values = declare_all(self, [from_config(name, changeable=name in CHANGEABLE) for name in SIM_PARAMETERS] + [
             Spec("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
-            Spec("autostart", True, "start the first episode by itself")])
+            Spec("autostart", True, "start the first episode by itself"),
+            Spec("await_subscriber", "", "autostart only once the node of this name subscribes act/joint_command "
+                 "(record:= waits for act_recorder, so no frame of the first episode goes unheard; '': no wait)"),
+            Spec("command_source", "policy", "policy: execute act/action_chunk (a policy or the expert); leader: "
+                 "follow leader/joint_states (a person on a leader arm), through the same executor",
+                 choices=COMMAND_SOURCES)])
+        self.command_source = values["command_source"]
+        if self.command_source == "leader" and values["clock"] != "realtime":
+            raise ValueError("command_source:=leader needs clock:=realtime: a person on a leader arm moves in real "
+                             "time, and a lockstep sim would wait for chunks that never come")
         replan = int(values["replan_every"]) or None
         self.config = GraphConfig(**{name: values[name] for name in SIM_PARAMETERS if name != "replan_every"},
                                   **({"replan_every": replan} if replan else {}))
@@ -100,11 +114,18 @@ class SimNode(Node):
         self.scene_pub = self.create_publisher(MarkerArray, "scene/objects", LATCHED)
         self.start_pub = self.create_publisher(Header, "episode/start", LATCHED)
         self.result_pub = self.create_publisher(String, "episode/result", RELIABLE)
+        # the command applied each tick, after the executor's limits, stamped with the tick: what a recorder
+        # takes as the action, whatever its source (a chunk, a leader arm, a hold)
+        self.command_pub = self.create_publisher(JointState, "act/joint_command", COMMANDS)
         # the URDF with the table and camera frames, latched as robot_state_publisher does: RViz's robot model
         self.description_pub = self.create_publisher(String, "robot_description", LATCHED)
         self.description_pub.publish(String(data=robot_description()))
-        self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
-                                 raw=True)  # read by chunk_actions without rclpy building the message
+        if self.command_source == "leader":
+            self.create_subscription(JointState, "leader/joint_states", parsed(
+                self, stamped_joint_positions, "leader joint state", self.on_leader, 2.0), SENSOR)
+        else:
+            self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
+                                     raw=True)  # read by chunk_actions without rclpy building the message
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
             self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
@@ -120,8 +141,21 @@ class SimNode(Node):
         self.realtime = RealtimeClock(self.config.fps)
         self.closed = False
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
-        if values["autostart"]:
+        self.await_subscriber = values["await_subscriber"]
+        if values["autostart"] and self.await_subscriber:
+            self.log.info(f"waiting for {self.await_subscriber} on act/joint_command before the first episode")
+            self.awaiting = self.create_timer(0.1, self.start_once_recorded)
+        elif values["autostart"]:
             self.start_episode()
+
+    def start_once_recorded(self) -> None:
+        listeners = self.get_subscriptions_info_by_topic(self.command_pub.topic_name)
+        if not any(info.node_name == self.await_subscriber for info in listeners):
+            return
+        self.destroy_timer(self.awaiting)
+        with self.lock:
+            if not self.closed:
+                self.start_episode()
 
     def work_left(self) -> str | None:
         """What a stop now cuts short, for the runner (exit code 1), or None: a count of episodes, or
@@ -181,6 +215,8 @@ class SimNode(Node):
         self.frames = []
         if self.sim.finished:
             self.log.info("all episodes done")
+            # a recorder must have the last result before the graph is stopped (reliable: acknowledged)
+            self.result_pub.wait_for_all_acked(Duration(seconds=1.0))
             self.done.set_result(0)
         else:
             self.start_episode()
@@ -217,6 +253,13 @@ class SimNode(Node):
         self.sim.target_given(stamp_s, xy)
 
     # --- chunks ------------------------------------------------------------------------------------------
+    def on_leader(self, leader: tuple[float, object]) -> None:
+        """A leader arm's pose: followed from this tick for LEADER_HOLD_S, through the executor's limits."""
+        with self.lock:
+            if self.closed or not self.sim.running:
+                return
+            self.sim.executor.add(hold_chunk(leader[1], self.sim.now_s, self.config.fps), self.sim.now_s)
+
     def on_chunk(self, message: bytes) -> None:
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
@@ -265,6 +308,7 @@ class SimNode(Node):
         if self.closed or not self.sim.running:
             return
         tick = self.sim.step()
+        self.command_pub.publish(joint_state_message(tick.command, np.zeros_like(tick.command), tick.stamp_s))
         self.waiting_since = time.monotonic()
         if tick.held:
             self.log.debug(f"hold at t={self.sim.now_s:.3f} s: {tick.reason}")

@@ -1,0 +1,161 @@
+"""Leader arm node (`act_leader_node`): an SO-101 leader moved by hand, read over LeRobot's Feetech bus with
+torque off, published for a follower (the sim node's or the arm node's `command_source:=leader`) and a recorder.
+
+    read thread, fps on wall time:  read joints -> leader/joint_states (radians, stamped at the read,
+                                    velocities from successive reads); a failed read publishes nothing
+    executor thread:                /diagnostics once a second: reads, failures, measured rate, last error
+
+The read loop is a thread of its own, as the arm node's bus loop is. The work lives in
+act_node.arm.leader.SO101LeaderArm; this file is ROS only. It refuses to start (exit 2, every problem listed)
+on an empty port, a missing or wrong calibration file, or a servo that does not answer; a servo that stops
+answering later is logged and counted, and the messages resume when it answers again. On shutdown the port
+closes (the leader's torque is off from the start).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from act_node.arm.interface import ArmError
+from act_node.arm.leader import SO101LeaderArm
+from act_node.nodes.messages import RELIABLE, SENSOR, header, joint_state_message
+from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.runner import run
+
+LEADER_PARAMETERS = (
+    Spec("port", "", "the leader's serial port, e.g. /dev/ttyACM1"),
+    Spec("robot_id", "leader", "the teleoperator id its LeRobot calibration file is named after "
+         "(lerobot-calibrate --teleop.id)"),
+    Spec("calibration_dir", "", "folder of <robot_id>.json ('': LeRobot's default folder for SO leaders)"),
+    Spec("fps", 60.0, "reads a second, each published on leader/joint_states", low=1.0, high=200.0),
+)
+SLOW_RATE = 0.9  # a measured rate under this share of fps is a warning on /diagnostics
+
+
+@dataclass
+class LeaderStats:
+    reads: int = 0  # completed reads, each published
+    read_failures: int = 0
+    failures_in_a_row: int = 0
+    last_error: str = ""
+
+
+class LeaderNode(Node):
+    def __init__(self, leader: SO101LeaderArm | None = None, **node_options):
+        """`leader`: an object with connect(), read() -> JointReading and close() to use instead of the
+        SO-101 leader the parameters name (tests, other teleoperators)."""
+        super().__init__("act_leader", **node_options)
+        values = declare_all(self, LEADER_PARAMETERS)
+        self.fps = float(values["fps"])
+        if leader is None:
+            if not values["port"]:
+                raise ValueError("parameter 'port' is empty: give the leader's serial port, e.g. /dev/ttyACM1")
+            leader = SO101LeaderArm(values["port"], values["robot_id"], values["calibration_dir"] or None)
+        self.leader = leader
+        self.joint_pub = self.create_publisher(JointState, "leader/joint_states", SENSOR)
+        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
+        self.create_timer(1.0, self.publish_diagnostics)
+        self.stats = LeaderStats()
+        self._window = (time.monotonic(), 0, 0)  # (start, reads, failures) of the diagnostics' rate window
+        self._previous: tuple[float, np.ndarray] | None = None
+        self._stop = threading.Event()
+        self._closed = False
+        self._loop = threading.Thread(target=self.read_loop, name="leader-bus", daemon=True)
+        self.leader.connect()  # ArmConfigurationError: the runner says why and exits 2
+        try:
+            self._loop.start()
+        except BaseException:
+            self.leader.close()
+            raise
+        self.get_logger().info(f"leader on {getattr(leader, 'port', '?')} with torque off, publishing "
+                               f"leader/joint_states at {self.fps:g} fps")
+
+    # --- the read loop (its own thread) --------------------------------------------------------------------
+    def read_loop(self) -> None:
+        period = 1.0 / self.fps
+        due = time.monotonic()
+        while not self._stop.is_set():
+            delay = due - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            self.read_once()
+            due += period
+            if time.monotonic() - due > period:  # more than a read late: skip ahead rather than burst
+                due = time.monotonic()
+
+    def read_once(self) -> None:
+        stats = self.stats
+        try:
+            reading = self.leader.read()
+        except Exception as error:  # the loop outlives anything a driver raises, and says what it was
+            text = str(error) if isinstance(error, ArmError) else f"{type(error).__name__} from the driver: {error}"
+            stats.read_failures += 1
+            stats.failures_in_a_row += 1
+            stats.last_error = text
+            self.get_logger().error(f"leader read failed, nothing published: {text}", throttle_duration_sec=1.0)
+            return
+        if stats.failures_in_a_row:
+            self.get_logger().info(f"leader answers again after {stats.failures_in_a_row} failed reads")
+            stats.failures_in_a_row = 0
+        self.publish_joints(reading.positions, reading.stamp_s)
+        stats.reads += 1
+
+    def publish_joints(self, positions: np.ndarray, stamp_s: float) -> None:
+        velocities = np.zeros_like(positions)
+        if self._previous is not None and stamp_s > self._previous[0]:
+            velocities = (positions - self._previous[1]) / (stamp_s - self._previous[0])
+        self._previous = (stamp_s, positions)
+        self.joint_pub.publish(joint_state_message(positions, velocities, stamp_s))
+
+    # --- diagnostics (executor thread) ---------------------------------------------------------------------
+    def publish_diagnostics(self) -> None:
+        stats, now = self.stats, time.monotonic()
+        started, reads, failures = self._window
+        rate = (stats.reads - reads) / max(now - started, 1e-6)
+        failed_now = stats.read_failures - failures
+        self._window = (now, stats.reads, stats.read_failures)
+        level, message = DiagnosticStatus.OK, "reading"
+        if stats.failures_in_a_row:
+            level, message = DiagnosticStatus.ERROR, f"not answering: {stats.last_error}"
+        elif failed_now:
+            level, message = DiagnosticStatus.WARN, f"{failed_now} failed reads in the last second"
+        elif rate < SLOW_RATE * self.fps:
+            level, message = DiagnosticStatus.WARN, f"reading at {rate:.1f} Hz, below {self.fps:g} fps"
+        values = {"reads": str(stats.reads), "read_failures": str(stats.read_failures),
+                  "failures_in_a_row": str(stats.failures_in_a_row), "rate_hz": f"{rate:.1f}",
+                  "fps": f"{self.fps:g}", "last_error": stats.last_error}
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: SO-101 leader arm",
+                                  hardware_id=str(getattr(self.leader, "port", self.leader.__class__.__name__)),
+                                  message=message, values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        self.diagnostics_pub.publish(DiagnosticArray(header=header(time.time(), ""), status=[status]))
+
+    # --- shutdown ------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the read loop and close the port. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._loop.ident is not None:  # started
+            self._loop.join(timeout=5.0)  # a read on a silent servo lasts LeRobot's sync-read timeout per try
+        self.leader.close()
+        print("act_leader: port closed", flush=True)  # the logger may be gone during a launch shutdown
+
+    def destroy_node(self) -> None:
+        self.close()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    run(LeaderNode, "act_leader_node", args)
+
+
+if __name__ == "__main__":
+    main()

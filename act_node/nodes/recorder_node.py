@@ -1,0 +1,203 @@
+"""Recorder node (`act_recorder`): the graph's cameras, joint states and applied commands into a LeRobotDataset v3.
+
+    act/joint_command, joint_states, camera/<name>/image_raw --> recording.FrameMatcher (by stamp)
+        --> recording.DemonstrationWriter (the features, names and units of `act-sim record`) --> `root`
+
+Episodes start and end
+  - in the sim, with its episodes: /episode/start (the task and seed) and /episode/result (kept when it
+    succeeded, or always with keep_failures);
+  - on an arm, by hand: ~/start (std_srvs/Trigger, the `task` parameter's text) or a task text on act/run, then
+    ~/stop to keep the episode or ~/discard to drop it (an empty act/run keeps it too).
+The target for observation.environment_state comes from target/point (use_target; off: no such feature).
+
+Writing happens on a thread of its own: the callbacks only store. An episode with more than `max_incomplete`
+of its frames given up (a camera or joint state that never came for a tick) is dropped, with the reason in
+the log and on ~/status. Ctrl-C, SIGTERM or an exception drop only the episode in progress and finalize the
+dataset, so that LeRobot loads it; resume:=true goes on appending. A full disk drops the episode and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from geometry_msgs.msg import PointStamped
+from rclpy.node import Node
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Header, String
+from std_srvs.srv import Trigger
+
+from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.nodes.messages import (
+    COMMANDS,
+    LATCHED,
+    RECORDING,
+    RELIABLE,
+    MessageError,
+    episode_result,
+    episode_start,
+    image_array,
+    image_stamp,
+    parsed,
+    stamped_joint_positions,
+    target_point,
+)
+from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.runner import run
+from act_node.recording import Recorder, RecorderSettings
+
+RECORDER_PARAMETERS = (
+    Spec("root", "", "the dataset folder (LeRobotDataset v3); it must not exist yet unless resume:=true"),
+    Spec("repo_id", "local/act_node_demonstrations", "the dataset's repo id (a name; nothing is uploaded)"),
+    Spec("resume", False, "append to the dataset at root (its cameras, sizes and fps must match)"),
+    Spec("cameras", list(DEFAULT_CAMERAS), "the cameras to record, each from camera/<name>/image_raw"),
+    Spec("fps", float(FPS), "the dataset's frames a second: the rate of act/joint_command", low=1.0),
+    Spec("use_target", True, "record target/point and the task's kind as observation.environment_state"),
+    Spec("robot_type", "so101_sim", "the dataset's robot_type (so101_sim, so101_follower, ...)"),
+    Spec("keep_failures", False, "sim: keep the episodes that failed too"),
+    Spec("task", "", "the task text ~/start records an episode with"),
+    Spec("skew_s", 0.005, "seconds by which a frame's command, joints and images may differ in stamp", low=0.0,
+         high=1.0),
+    Spec("late_s", 0.5, "seconds of newer messages after which a frame still missing a part is given up",
+         low=0.01),
+    Spec("max_incomplete", 0.05, "the share of an episode's frames that may be given up before it is dropped",
+         low=0.0, high=1.0),
+)
+
+
+class RecorderNode(Node):
+    def __init__(self, **node_options):
+        super().__init__("act_recorder", **node_options)
+        values = declare_all(self, RECORDER_PARAMETERS)
+        if not values["root"]:
+            raise ValueError("parameter 'root' is empty: give the dataset folder to record into")
+        # LeRobot's dataset module: seconds to load, so before anything is subscribed. Its import warns, with six
+        # tracebacks, that torchcodec finds no FFmpeg libraries and pyav decodes instead: a recorder decodes nothing
+        logging.getLogger("lerobot.utils.import_utils").setLevel(logging.ERROR)
+        import lerobot.datasets.lerobot_dataset  # noqa: F401
+
+        self.settings = RecorderSettings(
+            Path(values["root"]), values["repo_id"], tuple(values["cameras"]), float(values["fps"]),
+            bool(values["use_target"]), values["robot_type"], bool(values["keep_failures"]), bool(values["resume"]),
+            float(values["skew_s"]), float(values["late_s"]), float(values["max_incomplete"]))
+        self.recorder = Recorder(self.settings, self.say, time.monotonic)
+        self.wake = threading.Event()
+        self.stopping = False
+        self.status_pub = self.create_publisher(String, "~/status", LATCHED)
+        self.create_subscription(JointState, "act/joint_command", parsed(
+            self, stamped_joint_positions, "joint command", self.on_command, 2.0), COMMANDS)
+        self.create_subscription(JointState, "joint_states", parsed(
+            self, stamped_joint_positions, "joint state", lambda j: self.recorder.part("joints", *j), 2.0),
+            RECORDING)
+        for camera in self.settings.cameras:
+            self.create_subscription(Image, f"camera/{camera}/image_raw",
+                                     lambda m, c=camera: self.on_image(c, m), RECORDING, raw=True)
+        if self.settings.use_target:
+            self.create_subscription(PointStamped, "target/point", parsed(
+                self, target_point, "target", lambda t: self.recorder.set_target(*t)), LATCHED)
+        self.create_subscription(Header, "episode/start",
+                                 parsed(self, episode_start, "episode start", self.on_episode_start), LATCHED)
+        self.create_subscription(String, "episode/result",
+                                 parsed(self, episode_result, "episode result", self.on_episode_result), RELIABLE)
+        self.create_subscription(String, "act/run", self.on_run, LATCHED)
+        self.create_service(Trigger, "~/start", self.on_start)
+        self.create_service(Trigger, "~/stop", lambda request, response: self.on_end("stop", response))
+        self.create_service(Trigger, "~/discard", lambda request, response: self.on_end("discard", response))
+        self.thread = threading.Thread(target=self.write_loop, name="act-recorder-writer", daemon=True)
+        self.thread.start()
+        self.get_logger().info(f"recording {list(self.settings.cameras)} at {self.settings.fps:g} fps into "
+                               f"{self.settings.root}")
+
+    # --- callbacks: hand over, wake the writer ----------------------------------------------------------------
+    def on_command(self, command: tuple[float, np.ndarray]) -> None:
+        self.recorder.command(*command)
+        self.wake.set()
+
+    def on_image(self, camera: str, message: bytes) -> None:
+        try:
+            image, stamp = image_array(message), image_stamp(message)
+        except MessageError as error:
+            self.get_logger().error(f"dropped image from camera {camera!r}: {error}", throttle_duration_sec=2.0)
+            return
+        self.recorder.part(camera, stamp, image)
+
+    def on_episode_start(self, start: tuple[float, dict]) -> None:
+        start_s, info = start
+        seed = info.get("seed")
+        self.begin(str(info.get("task", "")), start_s, None if seed is None else int(seed), info.get("renderer"))
+
+    def on_episode_result(self, result) -> None:
+        self.recorder.end(result, result.seed)
+        self.wake.set()
+
+    def on_run(self, message: String) -> None:
+        if message.data:
+            self.begin(message.data, self.get_clock().now().nanoseconds * 1e-9)
+        else:
+            self.recorder.end("stop")
+
+    def on_start(self, _request, response):
+        task = str(self.get_parameter("task").value)
+        if not task:
+            response.success, response.message = False, "parameter 'task' is empty: ros2 param set it first"
+            return response
+        self.begin(task, self.get_clock().now().nanoseconds * 1e-9)
+        response.success, response.message = True, f"recording: {task}"
+        return response
+
+    def on_end(self, how: str, response):
+        response.success = self.recorder.end(how)
+        response.message = f"{how}: done" if response.success else "no episode is being recorded"
+        self.wake.set()
+        return response
+
+    def begin(self, task: str, start_s: float, seed: int | None = None, renderer: str | None = None) -> None:
+        self.recorder.begin(task, start_s, seed, renderer)
+        self.wake.set()
+        self.get_logger().info(f"episode from t={start_s:.3f} s: {task}")
+
+    # --- the writer thread -------------------------------------------------------------------------------------
+    def write_loop(self) -> None:
+        while not self.stopping:
+            self.wake.wait(timeout=0.1)
+            self.wake.clear()
+            try:
+                while self.recorder.write_due():
+                    pass
+            except Exception as error:  # noqa: BLE001 (say it, drop the episode, keep the node and the dataset)
+                self.get_logger().error(f"recording failed: {error!r}; the episode in progress is dropped")
+                self.recorder.end("discard")
+
+    def say(self, text: str, error: bool = False) -> None:
+        if error:  # rclpy's logger keeps one severity per call site: two calls
+            self.get_logger().error(text)
+        else:
+            self.get_logger().info(text)
+        if self.context.ok():  # not while stopping: the context is gone
+            self.status_pub.publish(String(data=json.dumps({"saved": self.recorder.saved,
+                                                            "dropped": self.recorder.dropped, "last": text})))
+
+    def destroy_node(self) -> None:
+        """Let the writer finish its pass; keep what ended, drop what did not, finalize the dataset."""
+        self.stopping = True
+        self.wake.set()
+        self.thread.join(timeout=10.0)
+        try:
+            self.recorder.close()
+        except Exception as error:  # noqa: BLE001 (say it: the node is going anyway)
+            self.get_logger().error(f"recording failed while stopping: {error!r}")
+        if self.recorder.writer is not None:
+            self.get_logger().info(f"dataset {self.settings.root}: {self.recorder.writer.episodes} episodes")
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    run(RecorderNode, "act_recorder_node", args)
+
+
+if __name__ == "__main__":
+    main()

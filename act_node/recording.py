@@ -1,0 +1,396 @@
+"""Demonstrations from stamped streams, without ROS: frames matched by stamp, episodes into a LeRobotDataset.
+
+    act/joint_command (one a tick: the applied command, stamped with the tick)  --\\
+    joint_states (the same tick's measured joints)                               ---> FrameMatcher ---> Frame
+    camera/<name>/image_raw (the same tick's images)                            --/        |
+                                                                   DemonstrationWriter: build_observation,
+                                                                   dataset_frame -> LeRobotDataset v3
+
+The recorder node (a live graph) and `act-sim bag2dataset` (a rosbag2 bag) both feed the one FrameMatcher and
+write through the one DemonstrationWriter, with act_node.observation's builders: the same features, names and
+units as `act-sim record`, so what they record trains with `act-sim train` unchanged.
+
+A frame is a command and the joint states and images stamped within `skew_s` of it. A frame still missing a
+part once the streams have moved `late_s` past it is given up and counted as incomplete (by the part that
+was missing); a part that arrives after its frame was given up or written is counted as late. A
+DemonstrationWriter saves an episode only when no more than `max_incomplete` of its frames were given up,
+and says why it dropped one.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from act_node.observation import build_observation, dataset_frame, requested_kind
+
+
+@dataclass(frozen=True)
+class Frame:
+    stamp_s: float
+    joints_rad: np.ndarray  # (6,) measured
+    images: dict[str, np.ndarray]  # {camera: (H, W, 3) uint8}
+    command_rad: np.ndarray  # (6,) applied this tick
+
+
+@dataclass
+class MatchCounts:
+    complete: int = 0
+    incomplete: Counter = field(default_factory=Counter)  # given-up frames, by the part they lacked
+    late: Counter = field(default_factory=Counter)  # parts that came after their frame was settled, by source
+
+    @property
+    def given_up(self) -> int:
+        return sum(self.incomplete.values())
+
+
+class FrameMatcher:
+    """Matches each command with the joint states and every camera's image of the same stamp."""
+
+    def __init__(self, cameras: list[str], skew_s: float = 0.005, late_s: float = 0.5):
+        if skew_s < 0 or late_s <= 0:
+            raise ValueError(f"skew_s must be >= 0 and late_s > 0, got {skew_s} and {late_s}")
+        self.cameras, self.skew_s, self.late_s = list(cameras), skew_s, late_s
+        self.sources = ["joints", *self.cameras]
+        self.commands: deque[tuple[float, np.ndarray]] = deque()
+        self.parts: dict[str, deque[tuple[float, object]]] = {source: deque() for source in self.sources}
+        self.newest_s = -math.inf  # the newest stamp any stream has shown
+        self.settled_s = -math.inf  # frames up to here are written or given up
+        self.counts = MatchCounts()
+
+    def clear(self) -> None:
+        """Forget everything buffered (an episode ends); the counts start again."""
+        self.commands.clear()
+        for buffer in self.parts.values():
+            buffer.clear()
+        self.newest_s = self.settled_s = -math.inf
+        self.counts = MatchCounts()
+
+    def add_command(self, stamp_s: float, positions: np.ndarray) -> None:
+        if stamp_s <= self.settled_s:
+            self.counts.late["command"] += 1
+            return
+        self.commands.append((stamp_s, np.asarray(positions, float)))
+        self.newest_s = max(self.newest_s, stamp_s)
+
+    def add(self, source: str, stamp_s: float, value) -> None:
+        """A joint state ("joints") or a camera's image (its name)."""
+        if source not in self.parts:
+            raise KeyError(f"unknown source {source!r}; sources are {self.sources}")
+        if stamp_s < self.settled_s - self.skew_s:
+            self.counts.late[source] += 1
+            return
+        self.parts[source].append((stamp_s, value))
+        self.newest_s = max(self.newest_s, stamp_s)
+
+    def frames(self, flush: bool = False) -> list[Frame]:
+        """The frames settled now, in stamp order: complete ones; incomplete ones older than the newest stamp
+        by `late_s` (or all of them, `flush`) are given up and counted."""
+        out = []
+        self.commands = deque(sorted(self.commands, key=lambda item: item[0]))
+        while self.commands:
+            stamp, command = self.commands[0]
+            parts = {source: self._nearest(source, stamp) for source in self.sources}
+            missing = [source for source, part in parts.items() if part is None]
+            if missing and not flush and self.newest_s - stamp < self.late_s:
+                break  # its parts may still come
+            self.commands.popleft()
+            self.settled_s = stamp
+            if missing:
+                self.counts.incomplete[",".join(missing)] += 1
+            else:
+                self.counts.complete += 1
+                out.append(Frame(stamp, np.asarray(parts["joints"], float),
+                                 {camera: parts[camera] for camera in self.cameras}, command))
+            self._forget_before(stamp - self.skew_s)
+        return out
+
+    def _nearest(self, source: str, stamp: float):
+        best = min(self.parts[source], key=lambda item: abs(item[0] - stamp), default=None)
+        return None if best is None or abs(best[0] - stamp) > self.skew_s else best[1]
+
+    def _forget_before(self, stamp: float) -> None:
+        for buffer in self.parts.values():
+            while buffer and buffer[0][0] < stamp:
+                buffer.popleft()
+
+
+class EpisodeDropped(Exception):
+    """An episode not kept; the message says why."""
+
+
+class DemonstrationWriter:
+    """A LeRobotDataset written episode by episode from frames (act_node.record's create, resume and recovery):
+    `start(task)`, `add(frame, target_xy)`, then `save(seed)` or `discard()`; `close()` finalizes.
+    Every finished episode is kept whatever stops the process afterwards, as `act-sim record` does."""
+
+    def __init__(self, spec, repo_id: str, root: str | Path, resume: bool = False, max_incomplete: float = 0.05,
+                 image_writer_threads: int = 4):
+        from act_node.record import create_dataset, resume_dataset
+
+        self.spec, self.root, self.max_incomplete = spec, Path(root), max_incomplete
+        # LeRobot's image writer threads: a live graph's frames keep coming while the PNGs are written
+        opened = (resume_dataset if resume else create_dataset)(spec, repo_id, self.root,
+                                                                  image_writer_threads=image_writer_threads)
+        self.dataset, self.seeds = opened
+        self.task: str | None = None
+        self.frames = 0
+        self.closed = False
+
+    @property
+    def episodes(self) -> int:
+        return self.dataset.meta.total_episodes
+
+    def start(self, task: str) -> None:
+        """A new episode with this task text ("pick up the cup"); one in progress is dropped first."""
+        if self.frames:
+            self.discard()
+        self.task, self.frames = task, 0
+
+    def add(self, frame: Frame, target_xy=None) -> None:
+        """A frame of the episode in progress; the target (table frame, metres) when the spec records
+        environment_state. ValueError (nothing added) on an unknown requested kind or a missing target."""
+        if self.task is None:
+            raise RuntimeError("no episode in progress: start(task) first")
+        if self.spec.environment_state:
+            if target_xy is None:
+                raise ValueError("this dataset records the target (observation.environment_state), and no target "
+                                 "point has come for the episode")
+            observation = build_observation(frame.joints_rad, frame.images, target_xy, requested_kind(self.task))
+        else:
+            observation = build_observation(frame.joints_rad, frame.images)
+        from act_node import so101
+
+        self.dataset.add_frame(dataset_frame(observation, so101.to_lerobot(frame.command_rad), self.task))
+        self.frames += 1
+
+    def save(self, seed: int | None = None, given_up: int = 0) -> int:
+        """Keep the episode in progress (seed: the scene's, when one made it); the frames saved. EpisodeDropped
+        (the episode discarded) when it has no frame or more than `max_incomplete` of its frames were given up."""
+        frames, total = self.frames, self.frames + given_up
+        if frames == 0 or given_up > self.max_incomplete * total:
+            self.discard()
+            raise EpisodeDropped(f"{given_up} of {total} frames incomplete (at most {self.max_incomplete:.0%} may be)"
+                                 if frames else "no complete frame")
+        self.dataset.save_episode()
+        self.seeds.episode_seeds.append(seed)
+        if seed is not None:
+            self.seeds.next_seed = max(self.seeds.next_seed, seed + 1)
+        self.seeds.write(self.root)
+        self.task, self.frames = None, 0
+        return frames
+
+    def discard(self) -> None:
+        self.dataset.clear_episode_buffer()
+        self.task, self.frames = None, 0
+
+    def close(self) -> None:
+        """Drop the episode in progress and finalize: the dataset then loads in LeRobot (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        from act_node.record import abandon_episode
+
+        abandon_episode(self.dataset, self.seeds, None, self.root)
+
+
+@dataclass
+class Episode:
+    """One episode being recorded: its frames are matched apart from the next one's."""
+
+    task: str
+    start_s: float
+    seed: int | None
+    renderer: str | None
+    matcher: FrameMatcher
+    end: object = None  # None while it runs; then its EpisodeResult (the sim), "stop" or "discard"
+    deadline: float = 0.0  # clock time by which its last parts must be in
+    opened: bool = False  # the writer has started it
+
+
+@dataclass(frozen=True)
+class RecorderSettings:
+    root: Path
+    repo_id: str = "local/act_node_demonstrations"
+    cameras: tuple[str, ...] = ("front", "wrist")
+    fps: float = 30.0
+    use_target: bool = True
+    robot_type: str = "so101_sim"
+    keep_failures: bool = False
+    resume: bool = False
+    skew_s: float = 0.005
+    late_s: float = 0.5
+    max_incomplete: float = 0.05
+    image_writer_threads: int = 4
+
+
+class Recorder:
+    """Episodes of streams into a dataset: what the recorder node and `act-sim bag2dataset` both run.
+
+    Feed it `command`, `part` and `set_target` as messages come (any thread), `begin` and `end` an episode,
+    and call `write_due` (one thread) to write the settled frames and end the episodes that are over; `close`
+    keeps every ended episode and finalizes. Streams race: the last two seconds of every stream are kept, so
+    that what came before its episode's start message still counts. `clock()` gives the time the deadlines
+    are in (the node: wall time; a bag: its log time); `say(text, error)` reports each episode's end."""
+
+    def __init__(self, settings: RecorderSettings, say: Callable[[str, bool], None],
+                 clock: Callable[[], float]):
+        self.settings, self.say, self.clock = settings, say, clock
+        self.lock = threading.Lock()
+        self.episodes: list[Episode] = []  # the one running last; ended ones before it until written
+        self.recent: deque[tuple[str, float, object]] = deque(
+            maxlen=2 * int(settings.fps) * (2 + len(settings.cameras)))
+        self.target: tuple[float, np.ndarray] | None = None
+        self.writer: DemonstrationWriter | None = None
+        self.saved, self.dropped = 0, 0
+
+    @property
+    def running(self) -> Episode | None:
+        return self.episodes[-1] if self.episodes and self.episodes[-1].end is None else None
+
+    # --- streams (any thread) ------------------------------------------------------------------------------
+    def command(self, stamp_s: float, positions: np.ndarray) -> None:
+        with self.lock:
+            self.recent.append(("command", stamp_s, positions))
+            episode = self.running
+            if episode is not None and stamp_s >= episode.start_s - 1e-9:
+                episode.matcher.add_command(stamp_s, positions)
+
+    def part(self, source: str, stamp_s: float, value) -> None:
+        with self.lock:
+            self.recent.append((source, stamp_s, value))
+            for episode in self.episodes:  # an ended one may still wait for its last tick's parts
+                episode.matcher.add(source, stamp_s, value)
+
+    def set_target(self, stamp_s: float, xy: np.ndarray) -> None:
+        with self.lock:
+            self.target = (stamp_s, np.asarray(xy, float))
+
+    # --- episodes ------------------------------------------------------------------------------------------
+    def begin(self, task: str, start_s: float, seed: int | None = None, renderer: str | None = None) -> None:
+        """A new episode from `start_s`; one still running is dropped (it never ended)."""
+        with self.lock:
+            if self.running is not None:
+                self.running.end = "discard"
+            matcher = FrameMatcher(list(self.settings.cameras), self.settings.skew_s, self.settings.late_s)
+            for source, stamp, value in self.recent:  # what came before this start message did
+                if source == "command":
+                    if stamp >= start_s - 1e-9:
+                        matcher.add_command(stamp, value)
+                elif stamp >= start_s - matcher.skew_s:
+                    matcher.add(source, stamp, value)
+            self.episodes.append(Episode(task, start_s, seed, renderer, matcher))
+
+    def end(self, how, seed: int | None = None) -> bool:
+        """End the running episode: with its EpisodeResult (kept if it succeeded, or keep_failures), "stop"
+        (kept) or "discard". A result for another seed than the running episode's is ignored. Whether one ended."""
+        with self.lock:
+            episode = self.running
+            if episode is None or (not isinstance(how, str) and episode.seed != seed):
+                return False
+            episode.end, episode.deadline = how, self.clock() + self.settings.late_s
+        return True
+
+    # --- writing (one thread) ------------------------------------------------------------------------------
+    def write_due(self, drain: bool = False) -> bool:
+        """Write the oldest episode's settled frames; end it when it is over (`drain`: an ended one now).
+        Whether it ended."""
+        use_target = self.settings.use_target
+        with self.lock:
+            if not self.episodes:
+                return False
+            episode = self.episodes[0]
+            done = episode.end == "discard" or (episode.end is not None and (
+                drain or self.clock() >= episode.deadline or self._all_in(episode)))
+            target = self.target
+            fresh = target is not None and target[0] >= episode.start_s - 1e-6
+            if use_target and not fresh and not done:
+                return False  # its frames wait for the episode's target point
+            waiting = episode.end == "discard" or (use_target and not fresh)
+            frames = [] if waiting else episode.matcher.frames(flush=done)
+            given_up = episode.matcher.counts.given_up
+            if done:
+                self.episodes.pop(0)
+        if frames and self.writer is None:
+            self.writer = self._open(episode, frames[0])
+        if self.writer is not None and frames:
+            if not episode.opened:
+                self.writer.start(episode.task)
+                episode.opened = True
+            for frame in frames:
+                self.writer.add(frame, target[1] if use_target else None)
+        if done:
+            self._end(episode, given_up)
+        return done
+
+    def close(self) -> None:
+        """Drop the episode that never ended, write the ended ones, finalize the dataset (LeRobot loads it)."""
+        with self.lock:
+            if self.running is not None:
+                self.running.end = "discard"  # never half an episode
+        try:
+            while self.write_due(drain=True):
+                pass
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+
+    def _all_in(self, episode: Episode) -> bool:
+        """A sim episode's every command and every part of its last tick are here (its result gives the steps)."""
+        if isinstance(episode.end, str):
+            return False
+        matcher, last = episode.matcher, episode.start_s + (episode.end.steps - 1) / self.settings.fps
+        commands = matcher.counts.complete + matcher.counts.given_up + len(matcher.commands)
+        return commands >= episode.end.steps and all(
+            buffer and buffer[-1][0] >= last - matcher.skew_s for buffer in matcher.parts.values())
+
+    def _end(self, episode: Episode, given_up: int) -> None:
+        failed = not isinstance(episode.end, str) and not episode.end.success
+        kept = episode.end != "discard" and not (failed and not self.settings.keep_failures)
+        if not kept or not episode.opened:
+            if episode.opened:
+                self.writer.discard()
+            why = "it failed" if failed else "discarded" if episode.end == "discard" else "no complete frame"
+            self._report(episode, f"episode not kept: {why}")
+            return
+        if not isinstance(episode.end, str):  # the sim said how many ticks it had: a command never heard counts too
+            given_up = max(given_up, episode.end.steps - self.writer.frames)
+        try:
+            frames = self.writer.save(episode.seed, given_up)
+        except EpisodeDropped as why:
+            self.dropped += 1
+            self._report(episode, f"episode dropped: {why}", error=True)
+            return
+        except OSError as error:
+            self.writer.discard()
+            self.dropped += 1
+            full = "the disk is full" if error.errno == errno.ENOSPC else str(error)
+            self._report(episode, f"episode dropped: {full} (free some space; the dataset keeps its "
+                                  f"{self.writer.episodes} finished episodes)", error=True)
+            return
+        self.saved += 1
+        self._report(episode, f"episode saved: {frames} frames ({given_up} incomplete), {self.writer.episodes} in "
+                              f"the dataset")
+
+    def _open(self, episode: Episode, frame: Frame) -> DemonstrationWriter:
+        """The dataset, made (or resumed) at the first complete frame: the image sizes are its."""
+        from act_node.record import DatasetSpec
+
+        settings = self.settings
+        sizes = {camera: tuple(image.shape[:2]) for camera, image in frame.images.items()}
+        spec = DatasetSpec.of_cameras(sizes, int(round(settings.fps)), renderer=episode.renderer,
+                                      robot_type=settings.robot_type, environment_state=settings.use_target)
+        return DemonstrationWriter(spec, settings.repo_id, settings.root, resume=settings.resume,
+                                   max_incomplete=settings.max_incomplete,
+                                   image_writer_threads=settings.image_writer_threads)
+
+    def _report(self, episode: Episode, text: str, error: bool = False) -> None:
+        seed = f" (seed {episode.seed})" if episode.seed is not None else ""
+        self.say(f"{episode.task}{seed}: {text}", error)

@@ -1,0 +1,120 @@
+"""Frames matched by stamp and written episode by episode, without ROS (act_node.recording): the pieces the
+recorder node and `act-sim bag2dataset` share."""
+
+import numpy as np
+import pytest
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+from act_node import so101
+from act_node.record import DatasetSpec
+from act_node.recording import DemonstrationWriter, EpisodeDropped, FrameMatcher
+
+CAMERAS = ["front", "wrist"]
+SIZE = (24, 32)
+FPS = 30
+
+
+def joints(k: float) -> np.ndarray:
+    return np.full(6, 0.01 * k)
+
+
+def image(k: int) -> np.ndarray:
+    return np.full((*SIZE, 3), k % 256, np.uint8)
+
+
+def tick(matcher: FrameMatcher, k: int, skip: tuple[str, ...] = (), jitter_s: float = 0.0) -> None:
+    stamp = k / FPS
+    matcher.add_command(stamp, joints(k) + 0.5)
+    if "joints" not in skip:
+        matcher.add("joints", stamp + jitter_s, joints(k))
+    for camera in CAMERAS:
+        if camera not in skip:
+            matcher.add(camera, stamp - jitter_s, image(k))
+
+
+def test_a_frame_is_the_command_with_the_joints_and_images_of_its_stamp_in_any_arrival_order():
+    matcher = FrameMatcher(CAMERAS, skew_s=0.002, late_s=0.2)
+    matcher.add("front", 1 / FPS, image(1))  # a part before its command
+    for k in (0, 2, 1):  # out of order
+        tick(matcher, k, jitter_s=0.001)
+    frames = matcher.frames()
+    assert [round(f.stamp_s * FPS) for f in frames] == [0, 1, 2]
+    assert np.allclose(frames[1].joints_rad, joints(1)) and np.allclose(frames[1].command_rad, joints(1) + 0.5)
+    assert (frames[2].images["wrist"] == 2).all() and matcher.counts.complete == 3
+
+
+def test_a_frame_missing_a_part_waits_then_is_given_up_and_a_late_part_is_counted():
+    matcher = FrameMatcher(CAMERAS, skew_s=0.002, late_s=0.2)
+    tick(matcher, 0)
+    tick(matcher, 1, skip=("wrist",))
+    tick(matcher, 2)
+    assert len(matcher.frames()) == 1, "frame 1 may still complete: it waits, and frame 2 behind it"
+    for k in range(3, 9):  # the streams move on past late_s (6 ticks)
+        tick(matcher, k)
+    frames = matcher.frames()
+    assert [round(f.stamp_s * FPS) for f in frames] == [2, 3, 4, 5, 6, 7, 8]
+    assert matcher.counts.incomplete == {"wrist": 1}
+    matcher.add("wrist", 1 / FPS, image(1))  # it comes after all
+    assert matcher.counts.late["wrist"] == 1
+    tick(matcher, 9, skip=("joints",))
+    assert matcher.frames(flush=True) == [] and matcher.counts.incomplete == {"wrist": 1, "joints": 1}
+
+
+def spec(environment_state=False) -> DatasetSpec:
+    return DatasetSpec.of_cameras(dict.fromkeys(CAMERAS, SIZE), FPS, robot_type="so101_follower",
+                                  environment_state=environment_state)
+
+
+def recorded_frames(count: int, start: int = 0):
+    matcher = FrameMatcher(CAMERAS)
+    for k in range(start, start + count):
+        tick(matcher, k)
+    return matcher.frames(flush=True)
+
+
+def test_episodes_are_kept_dropped_and_discarded_and_the_dataset_loads_after_close(tmp_path):
+    writer = DemonstrationWriter(spec(), "local/test", tmp_path / "data", image_writer_threads=0)
+    writer.start("pick up the cup")
+    for frame in recorded_frames(10):
+        writer.add(frame)
+    assert writer.save(seed=None) == 10
+    writer.start("pick up the pen")
+    for frame in recorded_frames(10):
+        writer.add(frame)
+    with pytest.raises(EpisodeDropped, match="3 of 13 frames incomplete"):
+        writer.save(given_up=3)
+    writer.start("pick up the box")
+    for frame in recorded_frames(5):
+        writer.add(frame)
+    writer.start("pick up the key")  # a new start drops the one in progress
+    for frame in recorded_frames(4):
+        writer.add(frame)
+    writer.close()  # the key's episode was never saved: dropped, the rest finalized
+    dataset = LeRobotDataset("local/test", root=tmp_path / "data")
+    assert dataset.meta.total_episodes == 1 and dataset.meta.total_frames == 10
+    assert dataset.meta.robot_type == "so101_follower" and "observation.environment_state" not in dataset.features
+    actions = np.asarray(dataset.hf_dataset["action"])
+    assert np.allclose(actions[3], so101.to_lerobot(joints(3) + 0.5), atol=1e-4)  # LeRobot's units
+    assert dataset[0]["task"] == "pick up the cup"
+
+    again = DemonstrationWriter(spec(), "local/test", tmp_path / "data", resume=True, image_writer_threads=0)
+    again.start("pick up the can")
+    for frame in recorded_frames(6):
+        again.add(frame)
+    again.save()
+    again.close()
+    assert LeRobotDataset("local/test", root=tmp_path / "data").meta.total_episodes == 2
+
+
+def test_a_dataset_of_the_target_refuses_a_frame_without_one(tmp_path):
+    writer = DemonstrationWriter(spec(environment_state=True), "local/test", tmp_path / "data",
+                                 image_writer_threads=0)
+    writer.start("pick up the cup")
+    frame = recorded_frames(1)[0]
+    with pytest.raises(ValueError, match="no target point"):
+        writer.add(frame)
+    writer.add(frame, target_xy=(0.5, 0.2))
+    with pytest.raises(ValueError, match="unknown requested kind 'spoon'"):
+        writer.start("pick up the spoon")
+        writer.add(frame, target_xy=(0.5, 0.2))
+    writer.close()
