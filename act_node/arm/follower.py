@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
+from act_node.arm.bus_checks import calibration_mismatches, servo_problems
 from act_node.arm.calibration import Calibration, CalibrationError
 from act_node.arm.interface import (
     ArmConfigurationError,
@@ -32,9 +33,8 @@ from act_node.arm.interface import (
     ArmReadError,
     JointReading,
     ServoStatus,
-    describe_flags,
 )
-from act_node.arm.servo_sim import REGISTERS, STS3215_MODEL
+from act_node.arm.servo_sim import REGISTERS
 
 UNITS = ("degrees", "range_m100_100")  # what a checkpoint's joints can be in (LeRobot < 0.4.4 recorded -100..100)
 
@@ -86,22 +86,10 @@ class SO101FollowerArm(ArmInterface):
             self.bus.connect(handshake=False)  # the port only: the checks below list every problem at once
         except (ConnectionError, OSError) as error:
             raise ArmConfigurationError([*problems, f"cannot open port {self.port}: {error}"]) from None
-        answering = []
-        for name, motor in self.bus.motors.items():
-            for _ in range(3):  # LeRobot's ping() hides a servo that answers with error flags: ask the SDK
-                model, comm, error = self.bus.packet_handler.ping(self.bus.port_handler, motor.id)
-                if comm == 0:
-                    break
-            if comm != 0:
-                problems.append(f"motor {name!r} (id {motor.id}) does not answer on {self.port}")
-                continue
-            answering.append(name)
-            if model != STS3215_MODEL:
-                problems.append(f"motor {name!r} (id {motor.id}) is model {model}, expected STS3215 ({STS3215_MODEL})")
-            if error:
-                problems.append(f"motor {name!r} (id {motor.id}) reports {describe_flags(error)}")
+        answering = servo_problems(self.bus, self.port, problems)
         if self.calibration is not None:
-            problems += self._calibration_mismatches(answering)
+            problems += calibration_mismatches(self.bus, self.calibration, self.calibration_path, answering,
+                                               "recalibrate, or write the file's values with lerobot-calibrate")
         if problems:
             self._close()
             raise ArmConfigurationError(problems)
@@ -113,24 +101,6 @@ class SO101FollowerArm(ArmInterface):
                 if attempt == 2:
                     self._close()
                     raise ArmConfigurationError([f"writing the motor settings failed 3 times: {error}"]) from None
-
-    def _calibration_mismatches(self, motors: list[str]) -> list[str]:
-        registers = {"homing_offset": "Homing_Offset", "range_min": "Min_Position_Limit",
-                     "range_max": "Max_Position_Limit"}
-        problems = []
-        for name in motors:
-            expected = self.calibration.motors[name]
-            for field, register in registers.items():
-                try:
-                    value = self.bus.read(register, name, normalize=False, num_retry=2)
-                except (ConnectionError, RuntimeError) as error:
-                    problems.append(f"motor {name!r}: cannot read {register}: {error}")
-                    continue
-                if value != getattr(expected, field):
-                    problems.append(f"motor {name!r}: register {register} = {value} but {self.calibration_path} says "
-                                    f"{field} = {getattr(expected, field)} (recalibrate, or write the file's values "
-                                    f"with lerobot-calibrate)")
-        return problems
 
     def _write_motor_settings(self) -> None:
         """LeRobot's SOFollower.configure() settings, written with torque off and left off (its own version

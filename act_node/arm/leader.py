@@ -25,17 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
+from act_node.arm.bus_checks import BUS_ERRORS, calibration_mismatches, one_line, servo_problems
 from act_node.arm.calibration import Calibration, CalibrationError
 from act_node.arm.follower import UNITS
-from act_node.arm.interface import ArmConfigurationError, ArmReadError, JointReading, describe_flags
-from act_node.arm.servo_sim import STS3215_MODEL
+from act_node.arm.interface import ArmConfigurationError, ArmReadError, JointReading
 
 # the calibration file's fields and the registers that hold them on each servo
 # what a bus transaction raises when the line fails: the port (OSError, pyserial's SerialException), LeRobot
 # (ConnectionError), and the Feetech SDK indexing a reply cut short (IndexError, seen after a servo went silent)
-BUS_ERRORS = (ConnectionError, OSError, IndexError)
-CALIBRATION_REGISTERS = {"homing_offset": "Homing_Offset", "range_min": "Min_Position_Limit",
-                         "range_max": "Max_Position_Limit"}
 
 
 def default_calibration_dir() -> Path:
@@ -44,13 +41,6 @@ def default_calibration_dir() -> Path:
     from lerobot.utils.constants import HF_LEROBOT_CALIBRATION, TELEOPERATORS
 
     return HF_LEROBOT_CALIBRATION / TELEOPERATORS / SO101Leader.name
-
-
-def _one_line(error: BaseException) -> str:
-    """LeRobot's connection errors span lines and hide the cause in __cause__: one line with both."""
-    text = " ".join(str(error).split())
-    cause = error.__cause__
-    return f"{text} ({' '.join(str(cause).split())})" if cause is not None and str(cause) else text
 
 
 class SO101LeaderArm:
@@ -98,15 +88,17 @@ class SO101LeaderArm:
             if self.calibration is None:
                 raise ArmConfigurationError(problems) from None
             raise ArmConfigurationError([*problems, f"LeRobot cannot load {self.calibration_path}: "
-                                                    f"{_one_line(error)}"]) from None
+                                                    f"{one_line(error)}"]) from None
         problems += self._unit_mismatches()
         try:
             self.bus.connect(handshake=False)  # the port only: the checks below list every problem at once
         except (ConnectionError, OSError) as error:
-            raise ArmConfigurationError([*problems, f"cannot open port {self.port}: {_one_line(error)}"]) from None
-        answering = self._servo_problems(problems)
+            raise ArmConfigurationError([*problems, f"cannot open port {self.port}: {one_line(error)}"]) from None
+        answering = servo_problems(self.bus, self.port, problems)
         if self.calibration is not None:
-            problems += self._calibration_mismatches(answering)
+            problems += calibration_mismatches(
+                self.bus, self.calibration, self.calibration_path, answering,
+                f"recalibrate the leader with lerobot-calibrate --teleop.type=so101_leader --teleop.id={self.robot_id}")
         if problems:
             self.close()
             raise ArmConfigurationError(problems)
@@ -118,7 +110,7 @@ class SO101LeaderArm:
                 if attempt == 2:
                     self.close()
                     raise ArmConfigurationError([f"turning torque off and writing the leader's motor settings "
-                                                 f"failed 3 times: {_one_line(error)}"]) from None
+                                                 f"failed 3 times: {one_line(error)}"]) from None
 
     def _unit_mismatches(self) -> list[str]:
         """LeRobot's norm modes as so101.from_lerobot expects them: degrees for the body, 0..100 for the gripper."""
@@ -131,44 +123,6 @@ class SO101LeaderArm:
             return [f"LeRobot's leader has motors {list(motors)}, expected {list(so101.JOINT_NAMES)}"]
         return [f"motor {name!r} reads in {motors[name].norm_mode.value} units, expected {mode.value}"
                 for name, mode in expected.items() if motors[name].norm_mode is not mode]
-
-    def _servo_problems(self, problems: list[str]) -> list[str]:
-        """Ping every servo (appending what is wrong to `problems`); returns the ones that answered."""
-        answering = []
-        handler, port = self.bus.packet_handler, self.bus.port_handler
-        for name, motor in self.bus.motors.items():
-            for _ in range(3):  # LeRobot's ping() hides a servo that answers with error flags: ask the SDK
-                try:
-                    model, comm, error = handler.ping(port, motor.id)
-                except BUS_ERRORS:
-                    model, comm, error = 0, -1, 0
-                if comm == 0:
-                    break
-            if comm != 0:
-                problems.append(f"motor {name!r} (id {motor.id}) does not answer on {self.port}")
-                continue
-            answering.append(name)
-            if model != STS3215_MODEL:
-                problems.append(f"motor {name!r} (id {motor.id}) is model {model}, expected STS3215 ({STS3215_MODEL})")
-            if error:  # LeRobot's writes in configure() would fail on them anyway
-                problems.append(f"motor {name!r} (id {motor.id}) reports {describe_flags(error)}")
-        return answering
-
-    def _calibration_mismatches(self, motors: list[str]) -> list[str]:
-        problems = []
-        for name in motors:
-            expected = self.calibration.motors[name]
-            for field, register in CALIBRATION_REGISTERS.items():
-                try:
-                    value = self.bus.read(register, name, normalize=False, num_retry=2)
-                except (*BUS_ERRORS, RuntimeError) as error:
-                    problems.append(f"motor {name!r}: cannot read {register}: {_one_line(error)}")
-                    continue
-                if value != getattr(expected, field):
-                    problems.append(f"motor {name!r}: register {register} = {value} but {self.calibration_path} says "
-                                    f"{field} = {getattr(expected, field)} (recalibrate the leader with "
-                                    f"lerobot-calibrate --teleop.type=so101_leader --teleop.id={self.robot_id})")
-        return problems
 
     def close(self) -> None:
         """Close the port (torque is off since connect() and never enabled); safe to call twice, never raises."""
@@ -190,7 +144,7 @@ class SO101LeaderArm:
         except (*BUS_ERRORS, RuntimeError) as error:
             silent = self._silent_servos()
             who = f"; no answer from {silent}" if silent else ""
-            raise ArmReadError(f"reading the leader's Present_Position failed: {_one_line(error)}{who}") from None
+            raise ArmReadError(f"reading the leader's Present_Position failed: {one_line(error)}{who}") from None
         finished = time.time()
         values = np.array([action[f"{name}.pos"] for name in so101.JOINT_NAMES], dtype=np.float64)
         return JointReading(so101.from_lerobot(values), (started + finished) / 2)
