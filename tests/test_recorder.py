@@ -123,7 +123,8 @@ def test_the_graph_recorded_through_the_recorder_node_equals_act_sim_record(reco
     graph, inproc = (load(root) for root in recorded[:2])
     assert graph.meta.features == inproc.meta.features and graph.meta.fps == inproc.meta.fps
     lengths = [[int(e["length"]) for e in d.meta.episodes] for d in (graph, inproc)]
-    assert lengths[0] == lengths[1] and graph.meta.total_episodes == len(SEEDS)
+    said = [line for line in (recorded[0].parent / "launch.log").read_text().splitlines() if "act_recorder" in line]
+    assert lengths[0] == lengths[1] and graph.meta.total_episodes == len(SEEDS), said
     for key in ("observation.state", "action", "observation.environment_state"):
         difference = np.abs(np.asarray(graph.hf_dataset[key]) - np.asarray(inproc.hf_dataset[key]))
         assert difference.max() < 1e-4, (key, difference.max())

@@ -88,8 +88,6 @@ class RecorderNode(Node):
         self.wake = threading.Event()
         self.stopping = False
         self.status_pub = self.create_publisher(String, "~/status", LATCHED)
-        self.create_subscription(JointState, "act/joint_command", parsed(
-            self, stamped_joint_positions, "joint command", self.on_command, 2.0), COMMANDS)
         self.create_subscription(JointState, "joint_states", parsed(
             self, stamped_joint_positions, "joint state", lambda j: self.recorder.part("joints", *j), 2.0),
             RECORDING)
@@ -104,6 +102,9 @@ class RecorderNode(Node):
         self.create_subscription(String, "episode/result",
                                  parsed(self, episode_result, "episode result", self.on_episode_result), RELIABLE)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
+        # the commands last: a sim waiting for this node (await_subscriber) then finds every other stream heard
+        self.create_subscription(JointState, "act/joint_command", parsed(
+            self, stamped_joint_positions, "joint command", self.on_command, 2.0), COMMANDS)
         self.create_service(Trigger, "~/start", self.on_start)
         self.create_service(Trigger, "~/stop", lambda request, response: self.on_end("stop", response))
         self.create_service(Trigger, "~/discard", lambda request, response: self.on_end("discard", response))

@@ -72,8 +72,9 @@ class SimNode(Node):
         values = declare_all(self, [from_config(name, changeable=name in CHANGEABLE) for name in SIM_PARAMETERS] + [
             Spec("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
             Spec("autostart", True, "start the first episode by itself"),
-            Spec("await_subscriber", "", "autostart only once the node of this name subscribes act/joint_command "
-                 "(record:= waits for act_recorder, so no frame of the first episode goes unheard; '': no wait)"),
+            Spec("await_subscriber", "", "autostart only once the node of this name subscribes act/joint_command, "
+                 "joint_states and the cameras (record:= waits for act_recorder, so no frame of the first episode "
+                 "goes unheard; '': no wait)"),
             Spec("command_source", "policy", "policy: execute act/action_chunk (a policy or the expert); leader: "
                  "follow leader/joint_states (a person on a leader arm), through the same executor",
                  choices=COMMAND_SOURCES)])
@@ -149,9 +150,11 @@ class SimNode(Node):
             self.start_episode()
 
     def start_once_recorded(self) -> None:
-        listeners = self.get_subscriptions_info_by_topic(self.command_pub.topic_name)
-        if not any(info.node_name == self.await_subscriber for info in listeners):
-            return
+        # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images
+        for publisher in (self.command_pub, self.joint_pub, *self.image_pubs.values()):
+            listeners = self.get_subscriptions_info_by_topic(publisher.topic_name)
+            if not any(info.node_name == self.await_subscriber for info in listeners):
+                return
         self.destroy_timer(self.awaiting)
         with self.lock:
             if not self.closed:
