@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from act_node import so101
 from act_node.observation import build_observation, dataset_frame, requested_kind
 
 
@@ -166,8 +167,6 @@ class DemonstrationWriter:
             observation = build_observation(frame.joints_rad, frame.images, target_xy, requested_kind(self.task))
         else:
             observation = build_observation(frame.joints_rad, frame.images)
-        from act_node import so101
-
         self.dataset.add_frame(dataset_frame(observation, so101.to_lerobot(frame.command_rad), self.task))
         self.frames += 1
 

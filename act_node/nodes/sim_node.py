@@ -261,7 +261,7 @@ class SimNode(Node):
         with self.lock:
             if self.closed or not self.sim.running:
                 return
-            self.sim.executor.add(hold_chunk(leader[1], self.sim.now_s, self.config.fps), self.sim.now_s)
+            self.sim.add_chunk(self.sim.now_s, hold_chunk(leader[1], self.sim.now_s, self.config.fps).actions)
 
     def on_chunk(self, message: bytes) -> None:
         try:
