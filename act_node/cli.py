@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import sys
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -135,11 +136,21 @@ def cmd_record(args: argparse.Namespace) -> None:
 
     if args.after_success_s < 0:
         raise SystemExit(f"act-sim record: --after-success-s must be >= 0 seconds, got {args.after_success_s}")
+    if args.ray is not None and args.resume:
+        raise SystemExit("act-sim record: --ray records a new dataset; go on with --resume without --ray")
     env = make_env(args)
     try:
-        summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
-                         keep_failures=args.keep_failures, resume=args.resume,
-                         after_success=round(args.after_success_s * env.fps))
+        if args.ray is not None:  # shards recorded as Ray tasks, merged in seed order (act_node.distributed)
+            from act_node.distributed import record_ray
+
+            summary = record_ray({**env_settings(args), "renderer": env.renderer}, args.repo_id, Path(args.root),
+                                 args.episodes, first_seed=args.first_seed or 0, keep_failures=args.keep_failures,
+                                 after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
+                                 address=args.ray)
+        else:
+            summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
+                             keep_failures=args.keep_failures, resume=args.resume,
+                             after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise)
     except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
         raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
@@ -248,9 +259,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, max_steps=args.max_steps,
                           replan_every=args.n_action_steps or 0, device=args.device)
     try:
-        report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers)
+        report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray)
     except (CheckpointMismatch, FileNotFoundError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
+    except KeyboardInterrupt as error:
+        print(f"act-sim eval: interrupted; {error or 'no episode had finished'}", file=sys.stderr)
+        raise SystemExit(130) from None
     low, high = report["success_ci95"]
     print(f"success {report['success_rate']:.1%} (95% CI {low:.1%}-{high:.1%}) over {report['episodes']} episodes; "
           f"mean reward {report['mean_sum_reward']:.2f}, mean length {report['mean_episode_length']:.0f} steps, "
@@ -294,15 +308,31 @@ def cmd_curve(args: argparse.Namespace) -> None:
         config = graph_config(args, episodes=args.episodes, first_seed=args.first_seed,
                               replan_every=args.n_action_steps or 0)
         steps = [int(v) for v in args.steps.split(",") if v.strip()] if args.steps else None
-        result = curve(runs, config, Path(args.out), workers=args.workers, every=args.every, steps=steps)
+        result = curve(runs, config, Path(args.out), workers=args.workers, every=args.every, steps=steps,
+                       ray=args.ray)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim curve: {error}") from None
+    except KeyboardInterrupt:
+        print(f"act-sim curve: interrupted; {Path(args.out) / 'curve.json'} keeps the finished points (run it again "
+              f"to go on)", file=sys.stderr)
+        raise SystemExit(130) from None
     for label, points in result.items():
         for p in points:
             low, high = p["success_ci95"]
             print(f"{label} step {p['step']}: {p['success_rate']:.0%} ({low:.0%}-{high:.0%}), "
                   f"picked another object {p['picked_other']}")
     print(f"curve: {Path(args.out) / 'curve.png'}, {Path(args.out) / 'curve.json'}")
+
+
+def cmd_recipe(args: argparse.Namespace) -> None:
+    from act_node.recipe import Recipe, RecipeSettings
+
+    settings = RecipeSettings(episodes=args.episodes, recovery_episodes=args.recovery_episodes,
+                              action_noise=args.action_noise, steps=args.steps, save_every=args.save_every,
+                              curve_every=args.curve_every, curve_episodes=args.curve_episodes, threads=args.threads,
+                              environment_state=not args.no_environment_state)
+    state = Recipe(Path(args.out), settings).run(only=args.stage)
+    print(json.dumps(state["stages"], indent=1))
 
 
 def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
@@ -400,8 +430,15 @@ def main(argv: list[str] | None = None) -> None:
     record.add_argument("--after-success-s", type=float, default=0.0,
                         help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
                              "hold); the episode is kept only if the object is still up and held at their end")
+    record.add_argument("--action-noise", type=float, default=0.0,
+                        help="demonstrations of recoveries: smooth random offsets of this scale (1: about 4 degrees "
+                        "a joint, the gripper clean) added to the executed actions, the expert's clean action "
+                        "recorded; 0: none")
     record.add_argument("--resume", action="store_true",
                         help="append --episodes more to the dataset at --root (same cameras, size, fps, objects)")
+    record.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="record shards of seeds as Ray tasks and merge them in seed order: on a cluster started "
+                        "here (no ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     record.set_defaults(run=cmd_record)
 
     plannable = commands.add_parser("plannable", help="count the seeded scenes the expert cannot plan")
@@ -438,6 +475,9 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
+    evaluate.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                          help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
+                          "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     evaluate.set_defaults(run=cmd_eval)
 
     curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
@@ -451,7 +491,28 @@ def main(argv: list[str] | None = None) -> None:
     curves.add_argument("--steps", default=None, help="only the checkpoints at these steps (comma-separated)")
     curves.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     curves.add_argument("--out", default="outputs/curve")
+    curves.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
+                        "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     curves.set_defaults(run=cmd_curve)
+
+    recipe = commands.add_parser("recipe", help="the camera ACT from an empty folder: record, encoder, cache, act, "
+                                 "curve; run again to go on where it stopped")
+    recipe.add_argument("--out", required=True, help="the recipe's folder")
+    recipe.add_argument("--episodes", type=int, default=240, help="clean expert demonstrations to record")
+    recipe.add_argument("--recovery-episodes", type=int, default=120,
+                        help="then demonstrations pushed off the plan on the way to the object (recoveries)")
+    recipe.add_argument("--action-noise", type=float, default=1.0, help="the pushes' scale (act-sim record)")
+    recipe.add_argument("--steps", type=int, default=30_000, help="ACT training steps (batch 8)")
+    recipe.add_argument("--save-every", type=int, default=2_500, help="ACT steps between checkpoints")
+    recipe.add_argument("--curve-every", type=int, default=2, help="every K-th checkpoint on the curve")
+    recipe.add_argument("--curve-episodes", type=int, default=50)
+    recipe.add_argument("--threads", type=int, default=2, help="torch threads and evaluation workers")
+    recipe.add_argument("--no-environment-state", action="store_true",
+                        help="the ablation: ACT without the target and request (DIR/act_no_target)")
+    recipe.add_argument("--stage", action="append", choices=["record", "encoder", "cache", "act", "curve"],
+                        help="only this stage (repeat for more); default: all, in order")
+    recipe.set_defaults(run=cmd_recipe)
 
     launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")

@@ -114,13 +114,43 @@ class ChunkAgent:
         return self.queue.popleft()
 
 
+class EnsembleAgent(ChunkAgent):
+    """A chunk policy with ACT's temporal ensembling, as LeRobot's ACTPolicy.select_action runs it when its config
+    has `temporal_ensemble_coeff`: asked every step, each step's action the weighted mean of every chunk's
+    prediction for it (LeRobot's own ACTTemporalEnsembler; the chunks are unnormalized here, which the mean,
+    being affine, does not mind)."""
+
+    def __init__(self, env: PickObjectEnv, policy, coeff: float, chunk_size: int):
+        super().__init__(env, policy, 1)
+        from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
+
+        self.ensembler = ACTTemporalEnsembler(coeff, chunk_size)
+
+    def reset(self, observation: dict) -> None:
+        super().reset(observation)
+        self.ensembler.reset()
+
+    def needs_observation(self) -> bool:
+        return True
+
+    def act(self, observation: dict | None) -> np.ndarray:
+        import torch
+
+        chunk, seconds = self.policy(observation, self.env.task)
+        self.calls, self.inference_s = self.calls + 1, self.inference_s + seconds
+        return self.ensembler.update(torch.from_numpy(np.asarray(chunk, dtype=np.float32))[None])[0].numpy()
+
+
 def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | None = None,
                 on_step: Callable[[dict, np.ndarray], None] | None = None, after_success: int = 0,
-                stop: Callable[[], bool] | None = None, observe_every_tick: bool = False) -> EpisodeResult:
+                stop: Callable[[], bool] | None = None, observe_every_tick: bool = False,
+                execute: Callable[[int, np.ndarray], np.ndarray] | None = None) -> EpisodeResult:
     """One seeded episode of `agent` in `env`. `frames`: a list to append captioned video frames to;
     `on_step(observation, action)`: each action with the observation it was chosen on (a recorder; the cameras
     then render every tick); `after_success`: frames to go on for past a success, the result saying whether the
-    object was still up and held after them; `stop()`: polled before each step, EpisodeStopped when it is true."""
+    object was still up and held after them; `stop()`: polled before each step, EpisodeStopped when it is true;
+    `execute(tick, action)`: the action the arm is sent instead of the agent's (on_step still gets the agent's:
+    act_node.tabletop.perturb.ActionNoise records recoveries so)."""
     observation, info = env.reset(seed=seed)
     try:
         agent.reset(observation)
@@ -138,7 +168,8 @@ def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | N
         action = agent.act(observation)
         if on_step is not None:
             on_step(observation, action)
-        reward, terminated, truncated, step_info = env.act(action)
+        tick = steps + extra
+        reward, terminated, truncated, step_info = env.act(action if execute is None else execute(tick, action))
         if done:
             extra += 1
         else:

@@ -2,8 +2,10 @@
 
 Rollout semantics follow lerobot-eval: the policy is reset at each episode, observations go through the
 checkpoint's preprocessor, the action chunk through its postprocessor, and the first `n_action_steps`
-actions of each chunk are queued and executed before the policy is asked again. The env steps only when
-an action is there, so results do not depend on how fast the machine is.
+actions of each chunk are queued and executed before the policy is asked again; a checkpoint whose config sets
+`temporal_ensemble_coeff` is asked every step and runs ACT's temporal ensembling (episodes.EnsembleAgent), as
+ACTPolicy.select_action does. The env steps only when an action is there, so results do not depend on how fast
+the machine is.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
-from act_node.episodes import ChunkAgent, EpisodeResult, run_episode
+from act_node.episodes import ChunkAgent, EnsembleAgent, EpisodeResult, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
@@ -57,31 +59,56 @@ def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_actio
     """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given). The cameras
     render only when something consumes the images: the policy at its re-plan ticks, a video every tick
     (`render_every_tick` renders every tick anyway, to show that skipping changes nothing)."""
-    return run_episode(env, ChunkAgent(env, policy, n_action_steps), seed, frames=frames,
-                       observe_every_tick=render_every_tick)
+    coeff = getattr(policy.config, "temporal_ensemble_coeff", None)
+    agent = (ChunkAgent(env, policy, n_action_steps) if coeff is None
+             else EnsembleAgent(env, policy, coeff, policy.chunk_size))
+    return run_episode(env, agent, seed, frames=frames, observe_every_tick=render_every_tick)
 
 
-_WORKER: tuple[PickObjectEnv, ChunkPolicy, int] | None = None  # a worker process's env, policy and n_action_steps
+_WORKER: dict[tuple[GraphConfig, int], tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
+_POOL_JOB: tuple[GraphConfig, int] | None = None  # a Pool worker's configuration and n_action_steps
+
+
+def _worker_objects(config: GraphConfig, steps: int) -> tuple[PickObjectEnv, ChunkPolicy]:
+    """A worker process's env and policy for this configuration, built on its first episode and kept; torch on
+    one thread (one core, and the same arithmetic as evaluate's own episodes)."""
+    import torch
+
+    torch.set_num_threads(1)
+    if (config, steps) not in _WORKER:
+        for env, _ in _WORKER.values():  # another checkpoint (a curve's next point): one env per worker
+            env.close()
+        _WORKER.clear()
+        _WORKER[config, steps] = (make_env(config), load_policy(config))
+    return _WORKER[config, steps]
+
+
+def worker_episode(config: GraphConfig, steps: int, seed: int) -> dict:
+    """One seeded episode in a worker process, a Pool's or a Ray task's (act_node.distributed): the same
+    episode, bit for bit, as evaluate runs in its own process, so no result depends on where it ran."""
+    env, policy = _worker_objects(config, steps)
+    return evaluate_episode(env, policy, seed, steps).to_dict()
 
 
 def _start_worker(config: GraphConfig, steps: int) -> None:
     """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
-    import torch
-
-    global _WORKER
-    torch.set_num_threads(1)  # one core per worker
-    _WORKER = (make_env(config), load_policy(config), steps)
+    global _POOL_JOB
+    _POOL_JOB = (config, steps)
+    _worker_objects(config, steps)
 
 
 def _worker_episode(seed: int) -> dict:
-    env, policy, steps = _WORKER
-    return evaluate_episode(env, policy, seed, steps).to_dict()
+    return worker_episode(*_POOL_JOB, seed)
 
 
-def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1) -> dict:
+def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
+             ray: str | None = None) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
-    first `videos` episodes under `out`, returns the report."""
+    first `videos` episodes under `out`, returns the report. The filmed episodes run here; the rest in `workers`
+    processes, or with `ray` as Ray tasks (act_node.distributed: "local", a cluster started here; "auto" or
+    HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
+    KeyboardInterrupt."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
@@ -102,13 +129,24 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     renderer = env.renderer
     config = config.replace(renderer=renderer)  # "auto" resolved once: the workers draw with the same one
     progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
+    interrupted = False
     try:
         for seed in filmed:  # filmed in this process, in order
             frames: list[np.ndarray] = []
             episodes.append(evaluate_episode(env, policy, seed, steps, frames).to_dict())
             write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
             progress.update(1)
-        if rest and workers > 1:
+        if rest and ray is not None:
+            from contextlib import closing
+
+            from act_node.distributed import ray_episodes
+
+            # closed (Ctrl-C): the rest cancelled
+            with closing(ray_episodes(config, steps, rest, worker_episode, ray)) as finished:
+                for episode in finished:  # as they finish
+                    episodes.append(episode)
+                    progress.update(1)
+        elif rest and workers > 1:
             with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (config, steps)) as pool:
                 for episode in pool.imap(_worker_episode, rest):
                     episodes.append(episode)
@@ -117,6 +155,10 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             for seed in rest:
                 episodes.append(evaluate_episode(env, policy, seed, steps).to_dict())
                 progress.update(1)
+    except KeyboardInterrupt:
+        if not episodes:
+            raise
+        interrupted = True  # the finished episodes are reported below
     finally:
         env.close()
         torch.set_num_threads(threads)
@@ -126,12 +168,18 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
+        "temporal_ensemble_coeff": getattr(policy.config, "temporal_ensemble_coeff", None),
         "renderer": renderer,
-        "settings": {**asdict(config), "videos": videos, "workers": workers},
+        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in filmed],
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
+    if interrupted:
+        report["stopped_by"] = "SIGINT"  # of the config.episodes asked for, report["episodes"] finished
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    if interrupted:
+        raise KeyboardInterrupt(f"stopped after {len(episodes)} of {len(seeds)} episodes; {out / 'report.json'} "
+                                f"reports them")
     return report
 
 

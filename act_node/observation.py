@@ -7,6 +7,8 @@ what is recorded is what is served. `dataset_frame` turns that dict and an actio
 Each source (the joint states, every camera) keeps its recent messages; the newest observation is the
 newest stamp of the first source that every other source matches within `skew_s`. Messages may arrive
 late, out of order or not at all: a stamp some source lacks is skipped for an older complete one.
+`newest_anchor` and `offsets` say why the newest one is not complete (a camera's nearest frame seconds before
+or after it, or none at all): the policy node refuses a stale or impossible observation with that reason.
 """
 
 from __future__ import annotations
@@ -56,13 +58,46 @@ class ObservationMatcher:
                 continue
             match = {anchor: value}
             for source in others:
-                best = min(self.buffers[source], key=lambda item: abs(item[0] - stamp), default=None)
+                best = self._nearest(source, stamp)
                 if best is None or abs(best[0] - stamp) > self.skew_s:
                     break
                 match[source] = best[1]
             else:
                 return stamp, match
         return None
+
+    def newest_anchor(self, after_s: float = -math.inf,
+                      accept: Callable[[float], bool] = lambda stamp: True) -> float | None:
+        """The newest stamp of the first source after `after_s` that `accept` takes, complete or not: the
+        observation `newest` would give if every other source had matched it."""
+        stamps = [stamp for stamp, _ in self.buffers[next(iter(self.buffers))] if stamp > after_s and accept(stamp)]
+        return max(stamps, default=None)
+
+    def offsets(self, stamp_s: float) -> dict[str, float | None]:
+        """Why an observation at `stamp_s` (a stamp of the first source) is complete or not: each other
+        source's nearest stamp minus `stamp_s` (within +-skew_s: it matches; None: nothing from that source)."""
+        _, *others = self.buffers
+        nearest = {source: self._nearest(source, stamp_s) for source in others}
+        return {source: None if best is None else best[0] - stamp_s for source, best in nearest.items()}
+
+    def forget(self, when: Callable[[float], bool], source: str | None = None) -> int:
+        """Forget the messages of `source` (every source: None) whose stamps `when` takes: frames refused as
+        impossible, or the old time after a jump back. How many went."""
+        gone = 0
+        for name in [source] if source is not None else list(self.buffers):
+            buffer = self.buffers[name]
+            kept = [item for item in buffer if not when(item[0])]
+            gone += len(buffer) - len(kept)
+            buffer.clear()
+            buffer.extend(kept)
+        return gone
+
+    def newest_stamp(self, source: str) -> float | None:
+        """The newest stamp heard from `source` and still kept; None when none is."""
+        return max((stamp for stamp, _ in self.buffers[source]), default=None)
+
+    def _nearest(self, source: str, stamp_s: float) -> tuple[float, object] | None:
+        return min(self.buffers[source], key=lambda item: abs(item[0] - stamp_s), default=None)
 
 
 # --- the target as the policy reads it (observation.environment_state) ------------------------------------

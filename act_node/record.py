@@ -49,6 +49,7 @@ from act_node.observation import dataset_frame, environment_state_names
 from act_node.stops import StopRequests
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.perturb import ActionNoise
 
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
@@ -115,6 +116,8 @@ class SeedRecord:
     next_seed: int  # the first seed no run has tried yet
     objects: int | None  # None: not a table-top scene (an arm's own demonstrations)
     after_success: int = 0  # frames recorded past the success
+    # per saved episode, the --action-noise scale it was recorded with (0: clean; tabletop.perturb.ActionNoise)
+    episode_noise: list[float] = field(default_factory=list)
 
     @classmethod
     def read(cls, root: Path) -> SeedRecord | None:
@@ -123,8 +126,21 @@ class SeedRecord:
             return None
         content = json.loads(path.read_text())
         objects = content["objects"]
-        return cls(list(content["episode_seeds"]), int(content["next_seed"]), None if objects is None else int(objects),
-                   int(content.get("after_success", 0)))
+        seeds = list(content["episode_seeds"])
+        noise = [float(value) for value in content.get("episode_noise", [])]
+        return cls(seeds, int(content["next_seed"]), None if objects is None else int(objects),
+                   int(content.get("after_success", 0)), noise)
+
+    def __post_init__(self):
+        # a file written before the noise was recorded, or an episode added some other way: clean
+        self.episode_noise = (list(self.episode_noise) + [0.0] * len(self.episode_seeds))[:len(self.episode_seeds)]
+
+    def add(self, seed: int | None, noise: float = 0.0) -> None:
+        """A saved episode: its seed and action-noise scale, and where the next run goes on."""
+        self.episode_seeds.append(seed)
+        self.episode_noise.append(float(noise))
+        if seed is not None:
+            self.next_seed = max(self.next_seed, seed + 1)
 
     def write(self, root: Path) -> None:
         """Atomically: a reader sees the old file or the new one, never half of one."""
@@ -132,7 +148,8 @@ class SeedRecord:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".json.partial")
         partial.write_text(json.dumps({"episode_seeds": self.episode_seeds, "next_seed": self.next_seed,
-                                       "objects": self.objects, "after_success": self.after_success},
+                                       "objects": self.objects, "after_success": self.after_success,
+                                       "episode_noise": self.episode_noise},
                                       indent=1) + "\n")
         os.replace(partial, path)
 
@@ -143,13 +160,17 @@ class ResumeRefused(ValueError):
 
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
-           on_saved: Callable[[int], None] | None = None, after_success: int = 0) -> RecordSummary:
+           on_saved: Callable[[int], None] | None = None, after_success: int = 0,
+           action_noise: float = 0.0) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
     Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
     this run saves (bench/bench_record.py measures memory there). `after_success`: frames of the expert's
-    plan recorded past the success (the module's docstring says why)."""
+    plan recorded past the success (the module's docstring says why). `action_noise`: the scale of the smooth
+    offsets added to the executed actions (act_node.tabletop.perturb: recoveries; the dataset keeps the expert's
+    clean actions, meta/act_node_seeds.json each episode's scale)."""
     root = Path(root)
+    ActionNoise(action_noise, 0)  # refuses a negative or non-finite scale before anything is written
     if after_success < 0:
         raise ValueError(f"after_success must be >= 0 frames, got {after_success}")
     if resume:
@@ -168,7 +189,8 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     with StopRequests() as stop:
         try:
             while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
-                outcome = _run_episode(env, expert, dataset, seed, stop, after_success)
+                outcome = _run_episode(env, expert, dataset, seed, stop, after_success,
+                                       ActionNoise(action_noise, seed, lambda: expert.plan) if action_noise else None)
                 if outcome == "stopped":
                     dropped = dataset.writer.episode_buffer["size"]
                     dataset.clear_episode_buffer()
@@ -176,7 +198,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     break
                 if outcome == "success" or (outcome == "failure" and keep_failures):
                     dataset.save_episode()
-                    seeds.episode_seeds.append(seed)
+                    seeds.add(seed, action_noise)
                     progress.update(1)
                     if on_saved is not None:
                         on_saved(dataset.meta.total_episodes - start_episodes)
@@ -193,7 +215,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     break
         except BaseException as error:
             # the dataset is consistent between episodes: bring it back there, keep what was saved
-            abandon_episode(dataset, seeds, seed, root)
+            abandon_episode(dataset, seeds, seed, root, action_noise)
             error.add_note(f"recording stopped at seed {seed}; the episode in progress was dropped; the "
                            f"dataset at {root} keeps its {dataset.meta.total_episodes} completed episodes "
                            f"({dataset.meta.total_frames} frames)")
@@ -213,12 +235,13 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
 
 
 def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests,
-                 after_success: int = 0) -> str:
+                 after_success: int = 0, noise: ActionNoise | None = None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
     buffered) or "stopped" (a stop was requested before the episode ended). With `after_success`, a success
     goes on for that many frames and counts only if the object is still up and held after them."""
     try:
         result = run_episode(env, expert, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
+                             execute=noise,
                              on_step=lambda observation, action: dataset.add_frame(
                                  dataset_frame(observation, action, env.task)))
     except EpisodeStopped:
@@ -325,16 +348,14 @@ def _settings_mismatch(dataset, env: PickObjectEnv | DatasetSpec) -> list[str]:
     return mismatch
 
 
-def abandon_episode(dataset, seeds: SeedRecord, seed: int | None, root: Path) -> None:
+def abandon_episode(dataset, seeds: SeedRecord, seed: int | None, root: Path, noise: float = 0.0) -> None:
     """After an exception: drop the episode in progress (its staged frames free the disk a full disk
     needs to finish), finalize, and make the files agree with the episodes LeRobot's metadata lists."""
     from lerobot.datasets.io_utils import write_info
 
     saved = dataset.meta.total_episodes
     if len(seeds.episode_seeds) < saved:  # the exception came after LeRobot had saved the episode
-        seeds.episode_seeds.append(seed)
-        if seed is not None:
-            seeds.next_seed = max(seeds.next_seed, seed + 1)
+        seeds.add(seed, noise)
     dataset.clear_episode_buffer()
     dataset.finalize()
     write_info(dataset.meta.info, root)  # a write cut short by a full disk may have left it truncated

@@ -179,9 +179,7 @@ class DemonstrationWriter:
             raise EpisodeDropped(f"{given_up} of {total} frames incomplete (at most {self.max_incomplete:.0%} may be)"
                                  if frames else "no complete frame")
         self.dataset.save_episode()
-        self.seeds.episode_seeds.append(seed)
-        if seed is not None:
-            self.seeds.next_seed = max(self.seeds.next_seed, seed + 1)
+        self.seeds.add(seed)
         self.seeds.write(self.root)
         self.task, self.frames = None, 0
         return frames

@@ -6,8 +6,14 @@ The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the
 `act-sim launch` starts without a ROS 2 install, and it ends the same way:
 
     the sim exits 0 (its episodes are done)  -> Shutdown: every node gets SIGINT, the launch exits 0
-    any node of the graph exits before that  -> GraphFailed names it: Shutdown, the launch exits 1
+    a node exits 0 before that (stopped)     -> Shutdown, the launch exits 0
+    a node fails (any other code)            -> GraphFailed names it: Shutdown, the launch exits 1
     Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
+
+Every node exits 0 when a signal stopped it and only then (act_node/nodes/runner.py: a bug is 1, a refusal
+2, a kill -N). A terminal's Ctrl-C reaches launch and the nodes at once, and a node quick to stop (the
+selector) can exit before launch has handled its own SIGINT: its exit 0 is then the user's stop arriving
+first, not a failure, and it ends the graph the same way.
 
 Where ROS 2 has them (an apt install, not the PyPI wheels) it also starts robot_state_publisher on the
 arm's URDF (share/act_node/sim/so101.urdf, under a `table` root with the cameras' optical frames:
@@ -38,9 +44,9 @@ class GraphFailed(RuntimeError):
 def sim_exited(event, context):
     if context.is_shutdown:
         return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
-    if event.returncode == 0:
-        return [LogInfo(msg="the sim's episodes are done: stopping the graph"),
-                EmitEvent(event=Shutdown(reason="the sim's episodes are done"))]
+    if event.returncode == 0:  # its episodes are done, or a stop signal came first (it said what was left)
+        return [LogInfo(msg="the sim node ended (exit 0): stopping the graph"),
+                EmitEvent(event=Shutdown(reason="the sim node ended"))]
     raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
 
 
@@ -48,6 +54,9 @@ def node_exited(name: str):
     def exited(event, context):
         if context.is_shutdown:
             return None
+        if event.returncode == 0:  # stopped by a signal: a Ctrl-C that reached it before launch handled its own
+            return [LogInfo(msg=f"node {name} was stopped (exit 0): stopping the graph"),
+                    EmitEvent(event=Shutdown(reason=f"node {name} was stopped"))]
         raise GraphFailed(f"node {name} exited with code {event.returncode} while the graph was running "
                           "(a refusal at start has exit code 2 and says why above)")
     return exited

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from act_node.episodes import ChunkAgent, EpisodeResult, EpisodeStopped, run_episode
+from act_node.episodes import ChunkAgent, EnsembleAgent, EpisodeResult, EpisodeStopped, run_episode
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 
@@ -80,6 +80,34 @@ def test_a_chunk_agent_asks_again_once_its_n_action_steps_are_executed(env):
     assert renders == [0, *range(30, result.steps + 1, 30)]  # the last one too, as lerobot-eval observes it
     assert result.mean_inference_s == pytest.approx(0.01)
     assert set(policy.asked) == {env.task}
+
+
+class Counting:
+    """A chunk policy whose k-th chunk is k everywhere (chunk size 4, 6 joints)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def reset(self):
+        self.calls = 0
+
+    def __call__(self, observation, task):
+        self.calls += 1
+        return np.full((4, 6), float(self.calls - 1), dtype=np.float32), 0.0
+
+
+def test_temporal_ensembling_averages_every_chunks_prediction_for_a_step(env):
+    agent = EnsembleAgent(env, Counting(), coeff=0.5, chunk_size=4)
+    observation, _ = env.reset(seed=1)
+    agent.reset(observation)
+    actions = [agent.act(observation)[0] for _ in range(6)]
+    w = np.exp(-0.5 * np.arange(4))  # the oldest prediction weighs most (LeRobot's w_i = exp(-coeff * i))
+    assert actions[0] == pytest.approx(0.0)
+    assert actions[1] == pytest.approx((0 * w[0] + 1 * w[1]) / w[:2].sum())
+    assert actions[2] == pytest.approx((0 * w[0] + 1 * w[1] + 2 * w[2]) / w[:3].sum())
+    # from the chunk size on, the last four chunks' predictions for the step
+    assert actions[5] == pytest.approx((2 * w[0] + 3 * w[1] + 4 * w[2] + 5 * w[3]) / w.sum())
+    assert agent.needs_observation() and agent.calls == 6
 
 
 def test_the_record_reads_back_and_names_a_wrong_key():

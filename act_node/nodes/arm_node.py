@@ -18,7 +18,6 @@ import threading
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -31,13 +30,13 @@ from act_node.arm.follower import SO101FollowerArm
 from act_node.arm.safety import SafetyConfig
 from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
 from act_node.config import FPS
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     COMMANDS,
     RELIABLE,
     SENSOR,
     MessageError,
     chunk_actions,
-    header,
     joint_state_message,
     parsed,
     stamped_joint_positions,
@@ -106,7 +105,6 @@ class ArmNode(Node):
         self.control = ArmController(arm, safety, merge=get("merge"), stale_after_s=float(get("stale_after_s")),
                                      status_every=int(get("status_every")), dry_run=self.dry_run)
         self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
         chunks, services = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
         # the goal written each tick, after the safety chain, stamped with the tick's read: a recorder's action
         self.command_pub = self.create_publisher(JointState, "act/joint_command", COMMANDS)
@@ -121,7 +119,8 @@ class ArmNode(Node):
                              ("~/reset", self.control.reset)):
             self.create_service(Trigger, name, lambda request, response, act=action: self.on_service(act, response),
                                 callback_group=services)
-        self.create_timer(1.0, self.publish_diagnostics, callback_group=services)
+        self.diagnostics = Diagnostics(self, "SO-101 arm", self.fill_diagnostics, arm.__class__.__name__,
+                                       callback_group=services)
         self.published = 0  # joint_states, one per completed read
         self.loop_periods: list[float] = []  # seconds between tick starts, for bench/bench_arm.py
         self._previous: tuple[float, np.ndarray] | None = None
@@ -200,35 +199,30 @@ class ArmNode(Node):
         self.get_logger().warn(message)
         return response
 
-    def publish_diagnostics(self) -> None:
+    def fill_diagnostics(self, report: Report) -> bool:
         if self.control.chain is None:
-            return
-        control, chain, stats, ledger = self.control, self.control.chain, self.control.stats, self.control.ledger
-        level = DiagnosticStatus.OK
+            return False
+        chain, stats, ledger = self.control.chain, self.control.stats, self.control.ledger
         if chain.state in ("fault", "estopped") or any(s.error_bits or not s.answered for s in stats.statuses):
-            level = DiagnosticStatus.ERROR
+            report.error(chain.faults[0] if chain.faults else chain.state)
         elif chain.state != "running" or chain.hold_reason or stats.read_failures:
-            level = DiagnosticStatus.WARN
-        values = {
+            report.warn(chain.state)
+        report.update({
             "state": chain.state, "faults": "; ".join(chain.faults), "hold_reason": chain.hold_reason,
-            "dry_run": str(self.dry_run),
-            "clamps": ", ".join(f"{k} {v}" for k, v in sorted(chain.clamps.items())) or "none",
-            "executor_clamps": str(stats.executor_clamps),
-            "holds": ", ".join(f"{k} {v}" for k, v in sorted(chain.holds.items())) or "none",
-            "ticks": str(stats.ticks), "reads": str(stats.reads), "read_failures": str(stats.read_failures),
-            "writes": str(stats.writes), "write_failures": str(stats.write_failures),
-            "last_bus_error": stats.last_error, "joint_states_published": str(self.published),
-            "chunks_received": str(ledger.received), "chunks_applied": str(ledger.applied),
+            "dry_run": self.dry_run, "clamps": chain.clamps, "executor_clamps": stats.executor_clamps,
+            "holds": chain.holds, "ticks": stats.ticks, "reads": stats.reads, "read_failures": stats.read_failures,
+            "writes": stats.writes, "write_failures": stats.write_failures,
+            "last_bus_error": stats.last_error, "joint_states_published": self.published,
+            "chunks_received": ledger.received, "chunks_applied": ledger.applied,
             "chunks_rejected": "; ".join(f"{k}: {v}" for k, v in ledger.rejected.items()) or "none",
-        }
+        })
         for s in stats.statuses:
-            values[f"{s.name}.flags"] = ", ".join(s.flags) if s.answered else "no answer"
-            values[f"{s.name}.voltage_v"] = f"{s.voltage_v:.1f}"
-            values[f"{s.name}.temperature_c"] = f"{s.temperature_c:.0f}"
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: SO-101 arm", hardware_id=str(control.arm
-                                  .__class__.__name__), message=chain.faults[0] if chain.faults else chain.state,
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        self.diagnostics_pub.publish(DiagnosticArray(header=header(time.time(), ""), status=[status]))
+            report.add(f"{s.name}.flags", ", ".join(s.flags) if s.answered else "no answer")
+            report.add(f"{s.name}.voltage_v", f"{s.voltage_v:.1f}")
+            report.add(f"{s.name}.temperature_c", f"{s.temperature_c:.0f}")
+        if not report.message:
+            report.message = chain.faults[0] if chain.faults else chain.state
+        return True
 
     # --- shutdown ------------------------------------------------------------------------------------------
     def close(self) -> list[str]:

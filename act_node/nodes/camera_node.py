@@ -18,6 +18,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from act_node.checkpoints import checkpoint_cameras
 from act_node.config import FPS
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
@@ -70,6 +71,10 @@ class CameraNode(Node):
         self.image_pub = self.create_publisher(Image, f"camera/{self.name}/image_raw", SENSOR)
         self.info_pub = self.create_publisher(CameraInfo, f"camera/{self.name}/camera_info", SENSOR)
         self.published = 0
+        self.read_failures, self.last_error = 0, ""
+        self.fps = float(values["fps"])
+        self._window = (time.monotonic(), 0)  # wall time and frames at the last report
+        self.diagnostics = Diagnostics(self, f"camera {self.name}", self.fill_diagnostics, str(values["device"]))
         self.create_timer(1.0 / float(values["fps"]), self.publish_frame)
         self.get_logger().info(f"camera {self.name!r} from {values['device']}: {height}x{width}"
                                + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
@@ -88,6 +93,8 @@ class CameraNode(Node):
         try:
             frame = self.camera.async_read(timeout_ms=200)
         except (TimeoutError, RuntimeError) as error:
+            self.read_failures += 1
+            self.last_error = str(error)
             self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
             return
         stamp = time.time()
@@ -98,6 +105,21 @@ class CameraNode(Node):
         self.image_pub.publish(serialized_image(frame, stamp, self.frame_id))  # bytes: no rclpy conversion
         self.info_pub.publish(camera_info(self.intrinsics, *self.size, stamp, self.frame_id))
         self.published += 1
+
+    def fill_diagnostics(self, report: Report) -> None:
+        now, (started, frames) = time.monotonic(), self._window
+        rate = (self.published - frames) / max(now - started, 1e-6)
+        self._window = (now, self.published)
+        failed = self.diagnostics.recent("failures", self.read_failures)
+        if rate == 0:
+            report.error(f"no frame in the last {now - started:.1f} s: {self.last_error or 'no error said'}")
+        elif failed:
+            report.warn(f"{failed:g} failed reads recently: {self.last_error}")
+        elif rate < 0.9 * self.fps:
+            report.warn(f"publishing at {rate:.1f} Hz, below {self.fps:g} fps")
+        report.update({"frames_published": self.published, "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
+                       "size": f"{self.size[0]}x{self.size[1]}", "resized": self.resize_from is not None,
+                       "read_failures": self.read_failures, "last_error": self.last_error})
 
     def destroy_node(self) -> None:
         if self.camera.is_connected:

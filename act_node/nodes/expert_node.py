@@ -25,6 +25,7 @@ from visualization_msgs.msg import MarkerArray
 from act_node import so101
 from act_node.config import CHUNK_SIZE, FPS, REPLAN_EVERY
 from act_node.nodes.chunk_path import ChunkPath
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -64,6 +65,9 @@ class ExpertNode(Node):
         self.answer: bytes | None = None  # the last chunk sent, for the observation stamped answered_s
         self.plan_tick = 0  # the episode tick the plan starts at
         self.due_tick = 0  # the next tick to answer
+        self.sent = self.resent = self.planned = self.plan_failures = 0
+        self.last_failure = ""
+        self.diagnostics = Diagnostics(self, "scripted expert", self.fill_diagnostics)
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
         self.path = ChunkPath(self)  # the chunk's tool path for RViz, act/chunk_path
         self.create_subscription(Header, "episode/start",
@@ -96,6 +100,7 @@ class ExpertNode(Node):
             # a lockstep sim says an observation again only while it waits for its chunk: the chunk was lost
             # (sent before the sim's subscription matched, say); send it again (the sim merges a copy once)
             self.chunk_pub.publish(self.answer)
+            self.resent += 1
             return
         self.joints = joints
         self.try_answer()
@@ -119,6 +124,7 @@ class ExpertNode(Node):
         chunk_rad = so101.from_lerobot(chunk)
         self.answer = serialized_chunk(chunk_rad, stamp, self.fps)
         self.chunk_pub.publish(self.answer)
+        self.sent += 1
         self.path.publish(chunk_rad, stamp)
         self.answered_s, self.due_tick = stamp, tick + self.replan_every
 
@@ -131,14 +137,28 @@ class ExpertNode(Node):
             self.plan = plan_for_scene(start_lerobot, self.target[1], request, self.scene[1], self.fps)
         except Unreachable as error:
             self.plan = start_lerobot[None].astype(np.float32)  # (1, 6): hold the start, the episode fails
+            self.plan_failures += 1
+            self.last_failure = f"cannot plan the pick of the {request}: {error}"
             self.get_logger().error(f"episode failed: cannot plan the pick of the {request} ({error}); "
                                     f"holding the arm until the episode ends")
             return True
         except ValueError as error:  # the scene does not hold exactly one object of that kind: no chunks
+            self.plan_failures += 1
+            self.last_failure = f"cannot plan the pick: {error}"
             self.get_logger().error(f"cannot plan the pick: {error}")
             return False
         self.get_logger().info(f"planned {len(self.plan)} steps to pick up the {request}")
+        self.planned += 1
         return True
+
+    def fill_diagnostics(self, report: Report) -> None:
+        if self.diagnostics.recent("failures", self.plan_failures):
+            report.warn(self.last_failure)
+        elif self.episode is not None and self.plan is None:
+            report.warn("waiting for this episode's scene, target and joint states")
+        report.update({"episode_from": "none" if self.episode is None else f"t={self.episode[0]:.3f} s",
+                       "plans": self.planned, "plan_failures": self.plan_failures, "last_failure": self.last_failure,
+                       "chunks_sent": self.sent, "chunks_resent": self.resent})
 
 
 def main(args: list[str] | None = None) -> None:

@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 from act_node.arm.interface import ArmError
 from act_node.arm.leader import SO101LeaderArm
-from act_node.nodes.messages import RELIABLE, SENSOR, header, joint_state_message
+from act_node.nodes.diagnostics import Diagnostics, Report
+from act_node.nodes.messages import SENSOR, joint_state_message
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
 
@@ -60,8 +60,8 @@ class LeaderNode(Node):
             leader = SO101LeaderArm(values["port"], values["robot_id"], values["calibration_dir"] or None)
         self.leader = leader
         self.joint_pub = self.create_publisher(JointState, "leader/joint_states", SENSOR)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", RELIABLE)
-        self.create_timer(1.0, self.publish_diagnostics)
+        self.diagnostics = Diagnostics(self, "SO-101 leader arm", self.fill_diagnostics,
+                                       str(getattr(leader, "port", leader.__class__.__name__)), ok_message="reading")
         self.stats = LeaderStats()
         self._window = (time.monotonic(), 0, 0)  # (start, reads, failures) of the diagnostics' rate window
         self._previous: tuple[float, np.ndarray] | None = None
@@ -115,26 +115,21 @@ class LeaderNode(Node):
         self.joint_pub.publish(joint_state_message(positions, velocities, stamp_s))
 
     # --- diagnostics (executor thread) ---------------------------------------------------------------------
-    def publish_diagnostics(self) -> None:
+    def fill_diagnostics(self, report: Report) -> None:
         stats, now = self.stats, time.monotonic()
         started, reads, failures = self._window
         rate = (stats.reads - reads) / max(now - started, 1e-6)
         failed_now = stats.read_failures - failures
         self._window = (now, stats.reads, stats.read_failures)
-        level, message = DiagnosticStatus.OK, "reading"
         if stats.failures_in_a_row:
-            level, message = DiagnosticStatus.ERROR, f"not answering: {stats.last_error}"
+            report.error(f"not answering: {stats.last_error}")
         elif failed_now:
-            level, message = DiagnosticStatus.WARN, f"{failed_now} failed reads in the last second"
+            report.warn(f"{failed_now} failed reads in the last second")
         elif rate < SLOW_RATE * self.fps:
-            level, message = DiagnosticStatus.WARN, f"reading at {rate:.1f} Hz, below {self.fps:g} fps"
-        values = {"reads": str(stats.reads), "read_failures": str(stats.read_failures),
-                  "failures_in_a_row": str(stats.failures_in_a_row), "rate_hz": f"{rate:.1f}",
-                  "fps": f"{self.fps:g}", "last_error": stats.last_error}
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: SO-101 leader arm",
-                                  hardware_id=str(getattr(self.leader, "port", self.leader.__class__.__name__)),
-                                  message=message, values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        self.diagnostics_pub.publish(DiagnosticArray(header=header(time.time(), ""), status=[status]))
+            report.warn(f"reading at {rate:.1f} Hz, below {self.fps:g} fps")
+        report.update({"reads": stats.reads, "read_failures": stats.read_failures,
+                       "failures_in_a_row": stats.failures_in_a_row, "rate_hz": f"{rate:.1f}",
+                       "fps": f"{self.fps:g}", "last_error": stats.last_error})
 
     # --- shutdown ------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -10,6 +10,13 @@ Inference runs on the node's own thread, never in a subscription callback: the c
 (images and joints keep arriving while the policy thinks) and wake it; it then answers the newest
 observation that is due, so in realtime the observations that came in meanwhile are skipped, not queued.
 
+Inputs that stop or lie are refused, never answered: an observation whose camera frames are stamped more
+than `ahead_s` after its joint states (or the clock), a camera or joint_states silent for `stale_s` while an
+observation waits for it, an observation more than `stale_s` behind the newest joint state or the clock. Each
+refusal is counted by reason on /diagnostics, and logged once per onset. The stamps going back by more than
+`jump_back_s` (a `ros2 bag play --loop`, a sim that restarted) reset the run's state: the matcher, the policy's
+queue and the answered stamp; the run goes on from the new time (or from the next episode/start).
+
 Runs start on the sim's /episode/start or, on an arm, without the sim: a non-empty std_msgs/String on
 /act/run starts a run with that task text from now (an empty one ends it), and `run_on_start` starts one
 with the `task` parameter as the node comes up.
@@ -17,12 +24,17 @@ with the `task` parameter as the node comes up.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64, Header, String
@@ -32,6 +44,7 @@ from act_node import so101
 from act_node.checkpoints import readable_checkpoint_cameras, trained_renderer
 from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.nodes.chunk_path import ChunkPath
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -67,7 +80,36 @@ POLICY_PARAMETERS = (
          "checkpoint takes it"),
     Spec("task", "", "the run's task text when run_on_start"),
     Spec("run_on_start", False, "an arm without the sim: run from the start (else on act/run or episode/start)"),
+    Spec("stale_s", 1.0, "seconds an observation may lie behind the newest joint state or the clock, or wait for a "
+         "silent camera or joint_states, before it is refused as stale", low=0.01),
+    Spec("ahead_s", 1.0, "seconds a camera frame may be stamped after its joint states (or a message after the "
+         "clock) before it is refused as impossible", low=0.01),
+    Spec("jump_back_s", 1.0, "seconds the joint states' stamps or the clock may go back before it counts as a jump "
+         "back (a bag played in a loop): the run's state resets", low=0.01),
 )
+
+
+@dataclass
+class PolicyStats:
+    """What the node counts for /diagnostics (under the node's lock)."""
+
+    inferences: int = 0
+    inference_last_s: float = 0.0
+    inference_total_s: float = 0.0
+    inference_max_s: float = 0.0
+    inference_failures: int = 0
+    last_failure: str = ""
+    chunks_sent: int = 0
+    chunks_resent: int = 0  # to an observation said again (lockstep)
+    chunks_dropped: int = 0  # computed for a run that ended meanwhile
+    skipped: int = 0  # due observations passed over for a newer one (realtime)
+    refused: Counter = field(default_factory=Counter)  # observations and messages refused, by reason
+    last_refusal: str = ""
+    bad_messages: Counter = field(default_factory=Counter)  # by source: undecodable, wrong size, NaN, names
+    clock_jumps: int = 0
+
+# how long destroy_node waits for the inference thread to finish the answer it is computing (one forward pass)
+STOP_INFERENCE_S = 10.0
 
 
 class PolicyNode(Node):
@@ -117,6 +159,18 @@ class PolicyNode(Node):
         self.task = ""
         self.answered_s = -np.inf
         self.answer: tuple[float, bytes] | None = None  # the last chunk sent and its observation's stamp
+        self.stale_s, self.ahead_s = float(values["stale_s"]), float(values["ahead_s"])
+        self.jump_back_s = float(values["jump_back_s"])
+        self.stats = PolicyStats()
+        self._run_on_clock = False  # the run was started from this node's clock: stamps are on its time
+        self._run_since = time.monotonic()  # wall time the run began (silence of a source never heard)
+        self._heard: dict[str, float] = {}  # source -> wall time (monotonic) of its last message
+        self._newest_joints_s = -math.inf  # the newest joint state's stamp: a jump back is measured from it
+        self._waiting_since: float | None = None  # wall time since which due observations lack a part
+        self._refused_s = -math.inf  # the newest observation stamp refused (each is counted once)
+        self._refused_since_answer = 0
+        self._onset: str | None = None  # the reason last logged: one line per onset, not per message
+        self._waiting_for_target = False
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
         self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
         self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
@@ -124,16 +178,21 @@ class PolicyNode(Node):
             # raw: image_array reads the serialized bytes, rclpy does not build an Image of them
             self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR, raw=True)
         self.create_subscription(JointState, "joint_states", parsed(
-            self, lambda m: stamped_joint_positions(m, self.joint_names), "joint state", self.on_joints, 2.0), SENSOR)
+            self, self._joints_of, "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
         self.create_subscription(PointStamped, "target/point", parsed(self, target_point, "target", self.on_target),
                                  LATCHED)
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
+        # a clock that goes back (use_sim_time and a bag played in a loop): the run's state resets
+        self._jump = self.get_clock().create_jump_callback(JumpThreshold(
+            min_forward=None, min_backward=Duration(seconds=-self.jump_back_s), on_clock_change=False),
+            post_callback=self.on_clock_jump)
+        self.diagnostics = Diagnostics(self, "ACT policy", self.fill_diagnostics, str(self.policy.path))
         self._ready.set()  # the inference thread may answer from here on
         if values["run_on_start"]:
-            self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]))
+            self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]), on_clock=True)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
                                f"infer {self.infer_mode}, target {'yes' if self.wants_target else 'no'}")
@@ -152,23 +211,100 @@ class PolicyNode(Node):
             image = image_array(message, expected=self.image_sizes[camera])
             stamp = image_stamp(message)
         except MessageError as error:
+            with self._lock:
+                self.stats.bad_messages[camera] += 1
             self.get_logger().error(f"dropped image from camera {camera!r}: {error}", throttle_duration_sec=2.0)
             return
+        if self._ahead_of_clock(camera, stamp):
+            return
         with self._lock:
+            self._heard[camera] = time.monotonic()
             self.matcher.add(camera, stamp, image)
         self._wake.set()
 
+    def _joints_of(self, message: JointState) -> tuple[float, np.ndarray]:
+        try:
+            return stamped_joint_positions(message, self.joint_names)
+        except MessageError:
+            with self._lock:
+                self.stats.bad_messages["joint_states"] += 1
+            raise  # parsed() logs it
+
     def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
+        stamp = joints[0]
+        if self._ahead_of_clock("joint_states", stamp):
+            return
         with self._lock:
-            answer = self.answer if self.answer is not None and self.answer[0] == joints[0] else None
+            self._heard["joints"] = time.monotonic()
+            jumped = self._newest_joints_s - stamp > self.jump_back_s
+            if jumped:
+                back = self._newest_joints_s - stamp
+                self._restart_locked(stamp)
+            self._newest_joints_s = max(self._newest_joints_s, stamp)
+            answer = self.answer if self.answer is not None and self.answer[0] == stamp else None
             if answer is None:
                 self.matcher.add("joints", *joints)
+            else:
+                self.stats.chunks_resent += 1
+        if jumped:
+            self._say_restart(f"the joint states' stamps went back {back:.3f} s", stamp)
         if answer is not None:
             # a lockstep sim says an observation again only while it waits for its chunk: the chunk was lost
             # (sent before the sim's subscription matched, say); send it again (the sim merges a copy once)
             self.chunk_pub.publish(answer[1])
             return
         self._wake.set()
+
+    def on_clock_jump(self, jump) -> None:
+        """The node's clock went back by more than jump_back_s (ROS time: /clock, a bag played in a loop)."""
+        now_s = self.get_clock().now().nanoseconds * 1e-9
+        with self._lock:
+            if self._newest_joints_s <= now_s + self.jump_back_s:
+                return  # the joint states' stamps went back first: already restarted on the new time
+            self._restart_locked(now_s)
+            self._newest_joints_s = -math.inf  # the next joint state starts the new time
+        self._say_restart(f"the clock went back {-jump.delta.nanoseconds * 1e-9:.3f} s", now_s)
+
+    def _restart_locked(self, start_s: float) -> None:
+        """The time went back: forget every stamp of the old time (all but the parts of the observation at
+        `start_s`, which may have come before the joint state that showed the jump); the run, if any, goes on
+        from `start_s`."""
+        self.stats.clock_jumps += 1
+        self.matcher.forget(lambda at: abs(at - start_s) > self.matcher.skew_s)
+        self.answer = None
+        self._waiting_since, self._refused_s, self._refused_since_answer = None, -math.inf, 0
+        self._newest_joints_s = start_s
+        if self.episode_start_s is not None:
+            self.episode_start_s = start_s
+            self.answered_s = start_s - 1.0 / self.fps
+            self._reset_policy = True  # on the inference thread, before its next answer
+        else:
+            self.answered_s = -math.inf
+
+    def _say_restart(self, why: str, start_s: float) -> None:
+        self.get_logger().warn(f"{why} (to t={start_s:.3f} s): the time jumped back; the matcher, the policy's "
+                               f"queue and the answered stamp are reset" +
+                               (f", the run goes on from t={start_s:.3f} s" if self.episode_start_s is not None
+                                else ""))
+        self._wake.set()
+
+    def _clock_s(self) -> float | None:
+        """The node's clock when the stamps are on its time (ROS time from /clock, or a run started from the
+        clock, as on an arm), else None: a sim's stamps without use_sim_time are on another time."""
+        clock = self.get_clock()
+        if not (clock.ros_time_is_active or self._run_on_clock):
+            return None
+        now = clock.now().nanoseconds * 1e-9
+        return now if now > 0 else None  # ROS time before the first /clock message reads 0
+
+    def _ahead_of_clock(self, source: str, stamp: float) -> bool:
+        """Whether a message is stamped more than ahead_s after the clock: impossible, refused (and counted)."""
+        now = self._clock_s()
+        if now is None or stamp - now <= self.ahead_s:
+            return False
+        with self._lock:
+            self._refuse_locked(None, f"{source} ahead", f"{source} stamped {stamp - now:.3f} s ahead of the clock")
+        return True
 
     def on_target(self, target: tuple[float, np.ndarray]) -> None:
         with self._lock:
@@ -191,13 +327,17 @@ class PolicyNode(Node):
                 self.episode_start_s = None
             self.get_logger().info("run ended: answering nothing until the next one")
             return
-        self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data)
+        self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data, on_clock=True)
 
-    def begin(self, start_s: float, task: str) -> None:
-        """A run (an episode) from `start_s`: the policy's queue and the matcher start empty."""
+    def begin(self, start_s: float, task: str, on_clock: bool = False) -> None:
+        """A run (an episode) from `start_s`: the policy's queue and the matcher start empty. `on_clock`: the
+        start was read from this node's clock (an arm's run), so stamps are checked against it."""
         with self._lock:
             self.episode_start_s, self.task = start_s, task
+            self._run_on_clock, self._run_since = on_clock, time.monotonic()
             self.matcher.clear()
+            self._newest_joints_s = -math.inf
+            self._waiting_since, self._refused_s, self._refused_since_answer = None, -math.inf, 0
             self.answer = None
             self.answered_s = self.episode_start_s - 1.0 / self.fps
             self._reset_policy = True  # on the inference thread, before its next answer
@@ -205,10 +345,14 @@ class PolicyNode(Node):
         self.get_logger().info(f"episode from t={start_s:.3f} s: {task or '(no task text)'}")
 
     def destroy_node(self) -> None:
+        """The inference thread ends first (after the answer it is computing, if any: it publishes and logs,
+        so the context must still be valid, which the runner sees to), then the node's entities go."""
         self._stopping = True
         self._ready.set()
         self._wake.set()
-        self._thread.join(timeout=10.0)
+        self._thread.join(timeout=STOP_INFERENCE_S)
+        if self._thread.is_alive():  # a forward pass that does not end: say it (the runner's dump says where)
+            self.get_logger().error(f"the inference thread did not end within {STOP_INFERENCE_S:g} s")
         super().destroy_node()
 
     def _inference(self, checkpoint: str, device: str, threads: int, loaded: Future) -> None:
@@ -241,7 +385,11 @@ class PolicyNode(Node):
                 while not self._stopping and self.try_answer():  # until nothing due is left unanswered
                     pass
             except Exception as error:  # a bug must not end the thread silently: say it, keep answering
+                with self._lock:
+                    self.stats.inference_failures += 1
+                    self.stats.last_failure = repr(error)
                 self.get_logger().error(f"inference failed: {error!r}", throttle_duration_sec=2.0)
+
 
     # --- answering -------------------------------------------------------------------------------------
     def _tick(self, stamp: float) -> int:
@@ -265,8 +413,14 @@ class PolicyNode(Node):
             return False
         started = time.perf_counter()
         chunk, _ = self.policy(observation, task)
+        took = time.perf_counter() - started
         with self._lock:
+            stats = self.stats
+            stats.inferences += 1
+            stats.inference_last_s, stats.inference_total_s = took, stats.inference_total_s + took
+            stats.inference_max_s = max(stats.inference_max_s, took)
             if self.episode_start_s != run:  # the run ended or another began while it thought: not for now
+                stats.chunks_dropped += 1
                 self.get_logger().info(f"dropped the chunk for t={stamp:.3f} s: its run is over")
                 return False
         self._publish(so101.from_lerobot(chunk), stamp, started)
@@ -281,24 +435,142 @@ class PolicyNode(Node):
                 return None
             found = self.matcher.newest(after_s=self.answered_s, accept=self._due)
             if found is None:
+                self._explain_missing()
                 return None
             stamp, parts = found
+            stale = self._stale(stamp)
+            if stale is not None:  # complete but too old (or ahead of the clock): refused, never answered
+                self._refuse_locked(stamp, *stale)
+                self.answered_s = stamp
+                return None
             target = self.target
-            if self.wants_target and (target is None or target[0] < self.episode_start_s - 1e-6):
+            self._waiting_for_target = self.wants_target and (target is None
+                                                              or target[0] < self.episode_start_s - 1e-6)
+            if self._waiting_for_target:
                 self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
                 return None
             reset, self._reset_policy = self._reset_policy, False
+            passed = sum(1 for s, _ in self.matcher.buffers["joints"] if self.answered_s < s < stamp and self._due(s))
+            self.stats.skipped += max(0, passed - self._refused_since_answer)
+            self._refused_since_answer, self._waiting_since = 0, None
+            if self._onset is not None:
+                self.get_logger().info(f"answering again from t={stamp:.3f} s (after: {self._onset})")
+                self._onset = None
             self.answered_s = stamp
             due = (stamp, parts, self.task, target, self.episode_start_s)
         if reset:
             self.policy.reset()
         return due
 
+    def _stale(self, stamp: float) -> tuple[str, str] | None:
+        """(reason, why) when the complete observation of `stamp` is too old or ahead of the clock, else None."""
+        behind = self._newest_joints_s - stamp
+        if behind > self.stale_s:  # complete only with old joint states: a camera lags
+            newest = {c: self.matcher.newest_stamp(c) for c in self.cameras}
+            lagging = [c for c, at in newest.items() if at is None or at < self._newest_joints_s - self.stale_s]
+            return (f"{(lagging or ['observation'])[0]} stale",
+                    f"the observation at t={stamp:.3f} s is {behind:.3f} s behind the joint states")
+        now = self._clock_s()
+        if now is not None and now - stamp > self.stale_s:
+            return "observation stale", f"the observation at t={stamp:.3f} s is {now - stamp:.3f} s behind the clock"
+        if now is not None and stamp - now > self.ahead_s:
+            return "observation ahead", f"the observation at t={stamp:.3f} s is {stamp - now:.3f} s ahead of the clock"
+        return None
+
+    def _explain_missing(self) -> None:
+        """No complete due observation: when one is due but a part is missing, say which and why (a frame
+        stamped ahead: at once; a part stale or silent: once it has waited stale_s), counted once per stamp."""
+        stamp = self.matcher.newest_anchor(after_s=self.answered_s, accept=self._due)
+        if stamp is None:
+            return
+        now = time.monotonic()
+        if self._waiting_since is None:
+            self._waiting_since = now
+        waited = now - self._waiting_since
+        silent = {source: now - self._heard.get(source, self._run_since) for source in ("joints", *self.cameras)}
+        problem = None
+        for camera, offset in self.matcher.offsets(stamp).items():
+            ahead = (self.matcher.newest_stamp(camera) or stamp) - stamp  # its newest frame: after the joint states?
+            if (offset is None or abs(offset) > self.matcher.skew_s) and ahead > self.ahead_s \
+                    and silent["joints"] <= self.stale_s:
+                problem = (f"{camera} ahead", f"camera {camera}'s newest frames are stamped {ahead:.3f} s ahead of "
+                           f"the joint states of t={stamp:.3f} s")
+                self.matcher.forget(lambda at, limit=stamp + self.ahead_s: at > limit, camera)  # impossible
+                break
+            if waited <= self.stale_s or (offset is not None and abs(offset) <= self.matcher.skew_s):
+                continue
+            if offset is not None and offset > 0:  # frames after, and the joint states silent
+                problem = ("joint_states stale", f"no joint states for {silent['joints']:.1f} s")
+            elif offset is None or offset < -self.stale_s or silent[camera] > self.stale_s:
+                newest = "no frame" if offset is None else f"its nearest frame {-offset:.3f} s before"
+                problem = (f"{camera} stale", f"camera {camera} silent for {silent[camera]:.1f} s ({newest} the "
+                           f"joint states of t={stamp:.3f} s)")
+            if problem is not None:
+                break
+        if problem is not None:
+            self._refuse_locked(stamp, *problem)
+
+    def _refuse_locked(self, stamp: float | None, reason: str, why: str) -> None:
+        """Count a refused observation (once per stamp; None: a message) and log it once per onset."""
+        if stamp is not None:
+            if stamp <= self._refused_s:
+                return
+            self._refused_s = stamp
+            self._refused_since_answer += 1
+        self.stats.refused[reason] += 1
+        self.stats.last_refusal = why
+        if self._onset != reason:
+            self._onset = reason
+            self.get_logger().warn(f"no chunk: {why} (refused: {reason}; said once until it changes or clears)")
+
+    def fill_diagnostics(self, report: Report) -> None:
+        """Once a second (executor thread): what the node did and why it answers nothing, if it does not."""
+        self._wake.set()  # the inference thread looks again at an observation that waits for a silent part
+        now = time.monotonic()
+        with self._lock:
+            stats, run = self.stats, self.episode_start_s
+            refused = sum(stats.refused.values())
+            silent = {source: now - self._heard[source] if source in self._heard else None
+                      for source in ("joints", *self.cameras)}
+            waiting = self._waiting_since is not None and now - self._waiting_since > self.stale_s
+            target = self._waiting_for_target
+        names = {"joints": "joint_states", **{c: f"camera/{c}" for c in self.cameras}}
+        stale = [names[s] for s, quiet in silent.items() if run is not None and (quiet is None or quiet > self.stale_s)
+                 and (s == "joints" or waiting)]
+        failed, refused_now = self.diagnostics.recent("failures", stats.inference_failures), \
+            self.diagnostics.recent("refused", refused)
+        jumped = self.diagnostics.recent("jumps", stats.clock_jumps)
+        if failed:
+            report.error(f"inference failed: {stats.last_failure}")
+        if refused_now:
+            report.warn(f"refused {refused_now:g} observations recently: {stats.last_refusal}")
+        if stale:
+            report.warn(f"stale inputs: {', '.join(stale)}")
+        if jumped:
+            report.warn("the time jumped back: the run's state was reset")
+        if target:
+            report.warn("waiting for target/point")
+        mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
+        report.update({
+            "run": "none" if run is None else f"from t={run:.3f} s", "task": self.task, "infer": self.infer_mode,
+            "inferences": stats.inferences, "inference_last_ms": stats.inference_last_s * 1e3,
+            "inference_mean_ms": mean * 1e3, "inference_max_ms": stats.inference_max_s * 1e3,
+            "inference_failures": stats.inference_failures, "last_failure": stats.last_failure,
+            "chunks_sent": stats.chunks_sent, "chunks_resent": stats.chunks_resent,
+            "chunks_dropped": stats.chunks_dropped, "observations_skipped": stats.skipped,
+            "observations_refused": refused, "refused": stats.refused, "last_refusal": stats.last_refusal,
+            "bad_messages": stats.bad_messages, "time_jumps_back": stats.clock_jumps,
+            "stale_inputs": ", ".join(stale) or "none",
+        })
+        for source, quiet in silent.items():
+            report.add(f"{names[source]}.silent_s", "never heard" if quiet is None else f"{quiet:.2f}")
+
     def _publish(self, chunk_rad: np.ndarray, stamp: float, started: float) -> None:
         """The chunk (chunk_size, 6) radians out, answering the observation of `stamp`, with its latency and path."""
         data = serialized_chunk(chunk_rad, stamp, self.fps, self.joint_names)
         with self._lock:
             self.answer = (stamp, data)
+            self.stats.chunks_sent += 1
         self.chunk_pub.publish(data)
         latency = time.perf_counter() - started
         self.latency_pub.publish(Float64(data=latency))

@@ -22,6 +22,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
 from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     COMMANDS,
     LATCHED,
@@ -87,9 +89,13 @@ class RecorderNode(Node):
         self.recorder = Recorder(self.settings, self.say, time.monotonic)
         self.wake = threading.Event()
         self.stopping = False
+        self.heard: Counter = Counter()  # messages taken, by stream
+        self.bad_images: Counter = Counter()  # by camera
+        self.failures, self.last_error = 0, ""
+        self.diagnostics = Diagnostics(self, "dataset recorder", self.fill_diagnostics, str(self.settings.root))
         self.status_pub = self.create_publisher(String, "~/status", LATCHED)
         self.create_subscription(JointState, "joint_states", parsed(
-            self, stamped_joint_positions, "joint state", lambda j: self.recorder.part("joints", *j), 2.0),
+            self, stamped_joint_positions, "joint state", self.on_joints, 2.0),
             RECORDING)
         for camera in self.settings.cameras:
             self.create_subscription(Image, f"camera/{camera}/image_raw",
@@ -114,7 +120,12 @@ class RecorderNode(Node):
                                f"{self.settings.root}")
 
     # --- callbacks: hand over, wake the writer ----------------------------------------------------------------
+    def on_joints(self, joints: tuple[float, np.ndarray]) -> None:
+        self.heard["joint_states"] += 1
+        self.recorder.part("joints", *joints)
+
     def on_command(self, command: tuple[float, np.ndarray]) -> None:
+        self.heard["commands"] += 1
         self.recorder.command(*command)
         self.wake.set()
 
@@ -122,8 +133,10 @@ class RecorderNode(Node):
         try:
             image, stamp = image_array(message), image_stamp(message)
         except MessageError as error:
+            self.bad_images[camera] += 1
             self.get_logger().error(f"dropped image from camera {camera!r}: {error}", throttle_duration_sec=2.0)
             return
+        self.heard[f"camera/{camera}"] += 1
         self.recorder.part(camera, stamp, image)
 
     def on_episode_start(self, start: tuple[float, dict]) -> None:
@@ -170,6 +183,7 @@ class RecorderNode(Node):
                 while self.recorder.write_due():
                     pass
             except Exception as error:  # noqa: BLE001 (say it, drop the episode, keep the node and the dataset)
+                self.failures, self.last_error = self.failures + 1, repr(error)
                 self.get_logger().error(f"recording failed: {error!r}; the episode in progress is dropped")
                 self.recorder.end("discard")
 
@@ -181,6 +195,21 @@ class RecorderNode(Node):
         if self.context.ok():  # not while stopping: the context is gone
             self.status_pub.publish(String(data=json.dumps({"saved": self.recorder.saved,
                                                             "dropped": self.recorder.dropped, "last": text})))
+
+    def fill_diagnostics(self, report: Report) -> None:
+        recorder = self.recorder
+        if self.diagnostics.recent("failures", self.failures):
+            report.error(f"recording failed: {self.last_error}")
+        dropped = self.diagnostics.recent("dropped", recorder.dropped)
+        if dropped:
+            report.warn(f"dropped {dropped:g} episodes recently")
+        if self.diagnostics.recent("bad", sum(self.bad_images.values())):
+            report.warn("dropped images recently")
+        running = recorder.running
+        report.update({"recording": "no" if running is None else f"{running.task} from t={running.start_s:.3f} s",
+                       "episodes_saved": recorder.saved, "episodes_dropped": recorder.dropped,
+                       "heard": self.heard, "bad_images": self.bad_images, "failures": self.failures,
+                       "last_error": self.last_error})
 
     def destroy_node(self) -> None:
         """Let the writer finish its pass; keep what ended, drop what did not, finalize the dataset."""

@@ -9,12 +9,15 @@ weight, and a sphere at the answer.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from geometry_msgs.msg import Point, PointStamped
 from rclpy.node import Node
 from std_msgs.msg import ColorRGBA, Header, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from act_node.attention.selector import Selector
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
@@ -47,6 +50,10 @@ class SelectorNode(Node):
         self.request: str | None = None
         self.scene: tuple[float, list] | None = None
         self.episode_s = float("-inf")
+        self.heard: Counter = Counter()  # requests, episodes, scenes
+        self.answers: Counter = Counter()  # found, absent, error
+        self.last_status = ""
+        self.diagnostics = Diagnostics(self, "target selector", self.fill_diagnostics)
         self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
         self.status_pub = self.create_publisher(String, "target/status", LATCHED)
         self.marker_pub = self.create_publisher(MarkerArray, "target/attention", LATCHED)
@@ -57,10 +64,12 @@ class SelectorNode(Node):
                                  LATCHED)
 
     def on_request(self, message: String) -> None:
+        self.heard["requests"] += 1
         self.request = message.data.strip()
         self.answer()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
+        self.heard["episodes"] += 1
         start_s, info = start
         kind = requested_kind(info.get("task", ""))
         if kind:
@@ -68,6 +77,7 @@ class SelectorNode(Node):
             self.answer()
 
     def on_scene(self, scene: tuple[float, list]) -> None:
+        self.heard["scenes"] += 1
         self.scene = scene
         self.answer()
 
@@ -78,18 +88,33 @@ class SelectorNode(Node):
         try:
             choice = self.selector.select([(kind, x, y) for kind, x, y, _ in objects], self.request)
         except ValueError as error:
-            self.status_pub.publish(String(data=f"error: {error}"))
+            self.say("error", f"error: {error}")
             self.get_logger().error(f"cannot answer {self.request!r}: {error}")
             return
         self.marker_pub.publish(self.attention_markers(objects, choice, stamp))
         if not choice.found:
-            self.status_pub.publish(String(data=f"absent: no {self.request} on the table"))
+            self.say("absent", f"absent: no {self.request} on the table")
             self.get_logger().warn(f"no {self.request} on the table (best score {choice.score:.2f} < "
                                    f"{choice.threshold:.2f})")
             return
         self.point_pub.publish(point_message(choice.target_xy, stamp))
-        self.status_pub.publish(String(data=f"found: {self.request} at ({choice.target_xy[0]:.3f}, "
-                                            f"{choice.target_xy[1]:.3f}) m"))
+        self.say("found", f"found: {self.request} at ({choice.target_xy[0]:.3f}, {choice.target_xy[1]:.3f}) m")
+
+    def say(self, answer: str, status: str) -> None:
+        """The answer on target/status, counted for /diagnostics."""
+        self.answers[answer] += 1
+        self.last_status = status
+        self.status_pub.publish(String(data=status))
+
+    def fill_diagnostics(self, report: Report) -> None:
+        if self.last_status.startswith("error"):
+            report.error(self.last_status)
+        elif self.last_status.startswith("absent"):
+            report.warn(self.last_status)
+        elif self.request is not None and not self.last_status:
+            report.warn(f"no answer yet for {self.request!r}: waiting for this episode's scene")
+        report.update({"request": self.request or "none", "heard": self.heard, "answers": self.answers,
+                       "last_status": self.last_status or "none"})
 
     def attention_markers(self, objects, choice, stamp: float) -> MarkerArray:
         markers = [Marker(header=header(stamp, TABLE_FRAME), ns="attention", action=Marker.DELETEALL)]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,7 @@ from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
 from act_node.config import GraphConfig
 from act_node.description import robot_description
 from act_node.episodes import EpisodeResult
+from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.graph import SIM_PARAMETERS
 from act_node.nodes.messages import (
     COMMANDS,
@@ -64,6 +67,22 @@ from act_node.tabletop.video import caption, side_by_side
 
 # what `ros2 param set` changes while the sim runs: the executor reads these at every tick
 CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
+SLOW_REALTIME = 0.9  # clock:=realtime stepping slower than this share of the wall clock is a warning
+
+
+@dataclass
+class SimCounts:
+    """What the sim node counts over its life, for /diagnostics."""
+
+    chunks_received: int = 0
+    chunks_rejected: int = 0
+    late_chunks: int = 0  # chunks whose first steps were already past when they arrived
+    late_steps: int = 0
+    holds: Counter = field(default_factory=Counter)  # held ticks by reason
+    clamped_ticks: int = 0  # of the finished episodes (the running one: SimEpisodes.clamped_ticks)
+    episodes_done: int = 0
+    successes: int = 0
+    lockstep_timeouts: int = 0  # ticks held because no action came within lockstep_timeout_s
 
 
 class SimNode(Node):
@@ -141,6 +160,9 @@ class SimNode(Node):
         self.waiting_since = time.monotonic()
         self.realtime = RealtimeClock(self.config.fps)
         self.closed = False
+        self.counts = SimCounts()
+        self._factor_window = (time.monotonic(), self.sim.tick)  # wall time and tick of the last report
+        self.diagnostics = Diagnostics(self, "table-top sim", self.fill_diagnostics)
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         self.await_subscriber = values["await_subscriber"]
         if values["autostart"] and self.await_subscriber:
@@ -161,8 +183,8 @@ class SimNode(Node):
                 self.start_episode()
 
     def work_left(self) -> str | None:
-        """What a stop now cuts short, for the runner (exit code 1), or None: a count of episodes, or
-        nothing when it serves until stopped (episodes:=0)."""
+        """What a stop now cuts short, for the runner (a line on stderr; the exit code stays 0), or None: a count
+        of episodes, or nothing when it serves until stopped (episodes:=0)."""
         left = self.sim.episodes_left
         if left is None or left <= 0:
             return None
@@ -203,6 +225,9 @@ class SimNode(Node):
         return start.info()
 
     def end_episode(self, result: EpisodeResult) -> None:
+        self.counts.episodes_done += 1
+        self.counts.successes += bool(result.success)
+        self.counts.clamped_ticks += result.clamped_ticks
         self.result_pub.publish(String(data=result.to_json()))
         error = result.target_error_m
         target = "no target point" if error is None else f"target {error * 100:.1f} cm off"
@@ -264,12 +289,17 @@ class SimNode(Node):
             self.sim.add_chunk(self.sim.now_s, hold_chunk(leader[1], self.sim.now_s, self.config.fps).actions)
 
     def on_chunk(self, message: bytes) -> None:
+        self.counts.chunks_received += 1
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
             dropped = self.sim.add_chunk(stamp_s, actions)
         except (MessageError, ValueError) as error:
+            self.counts.chunks_rejected += 1
             self.log.error(f"dropped chunk: {error}", throttle_duration_sec=2.0)
             return
+        if dropped:
+            self.counts.late_chunks += 1
+            self.counts.late_steps += dropped
         self.camera_schedule.chunk_arrived(self.sim.tick)
         if dropped:
             self.log.debug(f"chunk for t={stamp_s:.3f} s arrived at t={self.sim.now_s:.3f} s: {dropped} steps past")
@@ -299,6 +329,7 @@ class SimNode(Node):
                 return
             self.log.warn(f"no action for t={self.sim.now_s:.3f} s after {waited:.1f} s: holding",
                           throttle_duration_sec=5.0)
+            self.counts.lockstep_timeouts += 1
             self._step()
 
     def step_once(self) -> None:
@@ -314,10 +345,40 @@ class SimNode(Node):
         self.command_pub.publish(joint_state_message(tick.command, np.zeros_like(tick.command), tick.stamp_s))
         self.waiting_since = time.monotonic()
         if tick.held:
+            self.counts.holds[tick.reason] += 1
             self.log.debug(f"hold at t={self.sim.now_s:.3f} s: {tick.reason}")
         self.publish_observation()
         if tick.done:
             self.end_episode(tick.result)
+
+    def fill_diagnostics(self, report: Report) -> None:
+        """Once a second: chunks, late chunks, holds, clamps, episodes, and sim seconds per wall second."""
+        counts, sim, now = self.counts, self.sim, time.monotonic()
+        started, tick = self._factor_window
+        self._factor_window = (now, sim.tick)
+        factor = (sim.tick - tick) / self.config.fps / max(now - started, 1e-6)
+        recent = self.diagnostics.recent
+        timeouts, rejected = recent("timeouts", counts.lockstep_timeouts), recent("rejected", counts.chunks_rejected)
+        stale = recent("stale", counts.holds["chunk stale"])
+        if timeouts:
+            report.warn(f"held {timeouts:g} ticks recently: no action within {self.lockstep_timeout_s:g} s")
+        if rejected:
+            report.warn(f"rejected {rejected:g} chunks recently")
+        if stale:
+            report.warn(f"held {stale:g} ticks recently on a stale chunk")
+        if self.config.clock == "realtime" and sim.running and factor < SLOW_REALTIME:
+            report.warn(f"realtime factor {factor:.2f}: the sim falls behind the wall clock")
+        report.update({
+            "clock": self.config.clock, "running": sim.running,
+            "episode": sim.start.episode if sim.running else "none", "tick": sim.tick,
+            "realtime_factor": factor, "episodes_done": counts.episodes_done, "successes": counts.successes,
+            "episodes_left": "until stopped" if sim.episodes_left is None else sim.episodes_left,
+            "chunks_received": counts.chunks_received, "chunks_rejected": counts.chunks_rejected,
+            "late_chunks": counts.late_chunks, "late_steps": counts.late_steps,
+            "held_ticks": sum(counts.holds.values()), "holds": counts.holds,
+            "clamped_ticks": counts.clamped_ticks + (sim.clamped_ticks if sim.running else 0),
+            "lockstep_timeouts": counts.lockstep_timeouts,
+        })
 
     def publish_observation(self, record: bool = True) -> None:
         stamp = self.sim.now_s

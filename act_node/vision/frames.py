@@ -30,6 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node import so101
+from act_node.tabletop.perturb import KNOT_TICKS, ZERO_KNOT_SHARE, smooth_offsets
 from act_node.vision.labels import KIND_NAMES, ImageLabels, image_labels, render_views
 
 CAMERAS = ("front", "wrist")
@@ -42,11 +43,9 @@ OBJECT_COUNTS = (4, 6)
 FRAME_EVERY = 4  # control ticks between drawn frames (30 fps: 7.5 frames a second of the pick)
 AFTER_PLAN_TICKS = 30  # the episode runs this long past the plan's end: the hold, objects knocked or lifted
 PERTURBED_SHARE = 0.75  # episodes whose arm gets random joint offsets
-# Joint offsets: knots every KNOT_TICKS ticks, each zero with ZERO_KNOT_SHARE (the arm returns to the plan there)
-# or normal with these standard deviations (degrees; the gripper in its 0-100 units), linear in between. Chosen
-# so that the jaws often miss the object by a few centimetres, the scale of the errors a policy makes.
-KNOT_TICKS = 15
-ZERO_KNOT_SHARE = 0.4
+# Joint offsets (tabletop.perturb.smooth_offsets: knots every KNOT_TICKS ticks, ZERO_KNOT_SHARE of them zero)
+# with these standard deviations (degrees; the gripper in its 0-100 units). Chosen so that the jaws often miss
+# the object by a few centimetres, the scale of the errors a policy makes.
 OFFSET_STD = np.array([8.0, 6.0, 6.0, 8.0, 25.0, 20.0])
 
 
@@ -78,10 +77,7 @@ def joint_offsets(rng: np.random.Generator, ticks: int) -> np.ndarray:
     """Random offsets (ticks, 6) in LeRobot units, added to the expert's actions; zero for a clean episode."""
     if rng.random() >= PERTURBED_SHARE:
         return np.zeros((ticks, 6))
-    knots = math.ceil(ticks / KNOT_TICKS) + 1
-    values = rng.normal(0.0, OFFSET_STD, (knots, 6)) * (rng.random((knots, 1)) >= ZERO_KNOT_SHARE)  # (knots, 6)
-    at = np.arange(ticks) / KNOT_TICKS
-    return np.stack([np.interp(at, np.arange(knots), values[:, j]) for j in range(6)], axis=1)
+    return smooth_offsets(rng, ticks, OFFSET_STD, KNOT_TICKS, ZERO_KNOT_SHARE)
 
 
 class FrameMaker:

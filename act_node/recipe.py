@@ -1,0 +1,156 @@
+"""`act-sim recipe --out DIR`: the camera ACT from an empty folder, every stage resumable.
+
+    act-sim recipe --out outputs/recipe            # run it again after a stop: it picks up where it was
+
+Stages, each a command of its own (printed before it runs, so any one can be run by hand), each skipped when
+its result is there and continued when it is half done:
+  record    DIR/data       act-sim record: expert demonstrations with the front and wrist cameras at 96x128,
+                           --episodes clean, then --recovery-episodes pushed off the plan on the way to the
+                           object (--action-noise: recoveries), continued with --resume until it holds them all
+  encoder   DIR/encoder    python -m act_node.vision.encoder: ACT's ResNet-18 pretrained on the simulator's labels
+  cache     DIR/cache      python -m act_node.vision.cache: every frame's layer4 maps through the frozen backbone
+  act       DIR/act        python -m act_node.vision.act_train: LeRobot ACT on the cached maps, a checkpoint every
+                           --save-every steps (DIR/act/checkpoints/NNNNNN/pretrained_model)
+  curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
+DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it) and its command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+STAGES = ("record", "encoder", "cache", "act", "curve")
+RECORD_SEED = 10_000  # the recordings' seeds (the encoder's frames and the evaluations use others)
+CURVE_SEED = 1_000
+
+
+@dataclass(frozen=True)
+class RecipeSettings:
+    episodes: int = 240  # clean expert demonstrations
+    recovery_episodes: int = 120  # then these, pushed off the plan (act-sim record --action-noise)
+    action_noise: float = 1.0
+    steps: int = 30_000
+    save_every: int = 2_500
+    curve_every: int = 2  # every 2nd checkpoint (and the last) on the curve
+    curve_episodes: int = 50
+    threads: int = 2
+    environment_state: bool = True
+
+
+class Recipe:
+    def __init__(self, out: Path, settings: RecipeSettings, python: str = sys.executable):
+        self.out, self.settings, self.python = Path(out), settings, python
+        self.state_path = self.out / "recipe.json"
+
+    # where each stage writes
+    @property
+    def data(self) -> Path:
+        return self.out / "data"
+
+    @property
+    def backbone(self) -> Path:
+        return self.out / "encoder" / "backbone.safetensors"
+
+    @property
+    def act_dir(self) -> Path:
+        return self.out / ("act" if self.settings.environment_state else "act_no_target")
+
+    def _state(self) -> dict:
+        if self.state_path.is_file():
+            return json.loads(self.state_path.read_text())
+        return {"settings": asdict(self.settings), "stages": {}}
+
+    def _write_state(self, state: dict) -> None:
+        partial = self.state_path.with_name(self.state_path.name + ".partial")
+        partial.write_text(json.dumps(state, indent=1) + "\n")
+        os.replace(partial, self.state_path)
+
+    def recorded_episodes(self) -> int:
+        info = self.data / "meta" / "info.json"
+        return int(json.loads(info.read_text())["total_episodes"]) if info.is_file() else 0
+
+    def command(self, stage: str) -> list[str] | None:
+        """The stage's command, or None when its result is there."""
+        s = self.settings
+        act_sim = [self.python, "-m", "act_node.cli"]
+        if stage == "record":  # two runs into one dataset: the clean episodes, then the pushed ones
+            have = self.recorded_episodes()
+            if have >= s.episodes + s.recovery_episodes:
+                return None
+            common = ["record", "--cameras", "front,wrist", "--height", "96", "--width", "128",
+                      "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam"]
+            if not (self.data / "meta" / "info.json").is_file():
+                return [*act_sim, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
+            if have < s.episodes:
+                return [*act_sim, *common, "--resume", "--episodes", str(s.episodes - have)]
+            return [*act_sim, *common, "--resume", "--episodes", str(s.episodes + s.recovery_episodes - have),
+                    "--action-noise", str(s.action_noise)]
+        if stage == "encoder":
+            if self.backbone.is_file() and self.backbone.with_suffix(".json").is_file():
+                return None
+            return [self.python, "-m", "act_node.vision.encoder", "--out", str(self.out / "encoder")]
+        if stage == "cache":
+            described = self.out / "cache" / "cache.json"
+            if described.is_file() and json.loads(described.read_text()).get("complete"):
+                return None
+            return [self.python, "-m", "act_node.vision.cache", "--dataset", str(self.data), "--backbone",
+                    str(self.backbone), "--out", str(self.out / "cache")]
+        if stage == "act":
+            if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file():
+                return None
+            command = [self.python, "-m", "act_node.vision.act_train", "--dataset", str(self.data), "--cache",
+                       str(self.out / "cache"), "--backbone", str(self.backbone), "--out", str(self.act_dir),
+                       "--steps", str(s.steps), "--save-every", str(s.save_every)]
+            return command if s.environment_state else [*command, "--no-environment-state"]
+        if stage == "curve":
+            label = "cameras" if s.environment_state else "cameras_no_target"
+            curve = self.out / "curve" / "curve.json"
+            if curve.is_file():
+                done = json.loads(curve.read_text()).get("runs", {}).get(label, [])
+                if any(point.get("step") == s.steps for point in done):
+                    return None
+            return [*act_sim, "curve", f"{label}={self.act_dir}", "--every", str(s.curve_every), "--episodes",
+                    str(s.curve_episodes), "--first-seed", str(CURVE_SEED), "--workers", str(s.threads),
+                    "--out", str(self.out / "curve")]
+        raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+
+    def run(self, only: list[str] | None = None) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        state = self._state()
+        if state["settings"] != asdict(self.settings) and any(state["stages"].values()):
+            changed = {k: (state["settings"].get(k), v) for k, v in asdict(self.settings).items()
+                       if state["settings"].get(k) != v}
+            print(f"note: settings changed since this folder's last run (there, now): {changed}", flush=True)
+            state["settings"] = asdict(self.settings)
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.settings.threads), "HF_HUB_OFFLINE": "1",
+               "HF_DATASETS_OFFLINE": "1"}
+        for stage in STAGES:
+            if only and stage not in only:
+                continue
+            command = self.command(stage)
+            record = state["stages"].setdefault(stage, {"seconds": 0.0, "done": False})
+            if command is None:
+                record["done"] = True
+                print(f"[{stage}] done already", flush=True)
+                self._write_state(state)
+                continue
+            print(f"[{stage}] running: {' '.join(command)}", flush=True)
+            record["command"] = " ".join(command)
+            started = time.monotonic()
+            try:
+                result = subprocess.run(command, env=env)
+            finally:
+                record["seconds"] = round(record["seconds"] + time.monotonic() - started, 1)
+                self._write_state(state)
+            if result.returncode != 0:
+                raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); run the same "
+                                 f"command again to go on from there")
+            record["done"] = self.command(stage) is None
+            self._write_state(state)
+        return state

@@ -1,0 +1,313 @@
+"""The recipe's ACT stage: LeRobot's ACTPolicy with the pretrained backbone frozen, trained on its cached maps.
+
+lerobot-train cannot load a local backbone (pretrained_backbone_weights names torchvision weights only) and runs
+ResNet-18 forward for every sample; this loop trains the same ACTPolicy, with LeRobot's own optimizer groups
+(`get_optim_params`: the frozen backbone's group is empty), LeRobot's loss (`ACTPolicy.forward`), LeRobot's
+processors for normalization, and the preset's AdamW and gradient clipping (10). What differs is only where the
+layer4 maps come from: `model.backbone` is swapped for a module that hands back the map cached for the frame
+(vision/cache.py; exact, the backbone has FrozenBatchNorm2d and no gradient), and the real backbone is put back
+for every checkpoint saved. A checkpoint is a plain LeRobot `pretrained_model` folder: ACTPolicy.from_pretrained,
+lerobot-eval and the policy node load it unchanged and run the backbone on camera images.
+
+    python -m act_node.vision.act_train --dataset outputs/recipe/data --cache outputs/recipe/cache \
+        --backbone outputs/recipe/encoder/backbone.safetensors --out outputs/recipe/act --steps 30000
+
+Samples are drawn as lerobot-train draws them: a frame uniformly, its action chunk the next CHUNK_SIZE actions
+of its episode, padded past the episode's end with the last one and masked (`action_is_pad`). OUT/checkpoints/
+NNNNNN/pretrained_model every --save-every steps (what `act-sim curve` evaluates), OUT/checkpoints/state.pt
+(the optimizer, the step, the sampler's state) beside the newest; a stopped run started again continues there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from act_node.checkpoints import dataset_renderer, write_renderer
+from act_node.config import CHUNK_SIZE
+from act_node.vision.cache import camera_name, load_maps
+
+STATE, ENV, ACTION = "observation.state", "observation.environment_state", "action"
+IMAGE_PREFIX = "observation.images."
+GRAD_CLIP_NORM = 10.0  # LeRobot's ACT preset (ACTConfig.get_optimizer_preset and TrainPipelineConfig)
+SETTINGS_FILE = "act_node_training.json"  # in every pretrained_model folder: how it was trained
+
+
+@dataclass(frozen=True)
+class Settings:
+    steps: int = 30_000
+    batch_size: int = 8
+    save_every: int = 2_000
+    seed: int = 0
+    use_environment_state: bool = True  # the ablation: the same run without the target and request
+
+
+class CachedMaps(nn.Module):
+    """Stands in for ACT's backbone while it is frozen: the 'image' it is given is the frame's cached layer4 map."""
+
+    def forward(self, maps: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"feature_map": maps}
+
+
+@dataclass
+class Demonstrations:
+    """A LeRobotDataset's frames in memory: state, environment state, action, each frame's episode end
+    (exclusive dataset index), and the cached maps per camera."""
+
+    state: np.ndarray
+    env: np.ndarray
+    action: np.ndarray
+    episode_end: np.ndarray
+    maps: dict[str, np.ndarray]
+
+    @classmethod
+    def load(cls, dataset_root: Path, cache: Path, cameras: list[str]) -> Demonstrations:
+        import pandas as pd
+
+        files = sorted((Path(dataset_root) / "data").glob("chunk-*/file-*.parquet"))
+        if not files:
+            raise FileNotFoundError(f"no data/chunk-*/file-*.parquet under {dataset_root}")
+        table = pd.concat([pd.read_parquet(path) for path in files]).sort_values("index")
+        index = table["index"].to_numpy()
+        if not np.array_equal(index, np.arange(len(index))):
+            raise ValueError(f"{dataset_root}: frame indices are not 0..{len(index) - 1}")
+        episodes = table["episode_index"].to_numpy()
+        ends = np.zeros(len(episodes), dtype=np.int64)
+        boundaries = np.flatnonzero(np.diff(episodes)) + 1
+        for start, end in zip(np.r_[0, boundaries], np.r_[boundaries, len(episodes)], strict=True):
+            ends[start:end] = end
+        maps = load_maps(cache, cameras)
+        for camera, values in maps.items():
+            if len(values) != len(index):
+                raise ValueError(f"{cache}: {len(values)} {camera} maps for {len(index)} frames: the cache is of "
+                                 "another dataset")
+        column = lambda name: np.stack(table[name].to_numpy()).astype(np.float32)  # noqa: E731
+        return cls(column(STATE), column(ENV), column(ACTION), ends, maps)
+
+    def __len__(self) -> int:
+        return len(self.state)
+
+    def batch(self, rng: np.random.Generator, size: int, chunk: int = CHUNK_SIZE) -> dict[str, torch.Tensor]:
+        frames = rng.integers(0, len(self), size)
+        ahead = frames[:, None] + np.arange(chunk)[None, :]
+        pad = ahead >= self.episode_end[frames][:, None]
+        ahead = np.minimum(ahead, self.episode_end[frames][:, None] - 1)
+        batch = {STATE: torch.from_numpy(self.state[frames]), ACTION: torch.from_numpy(self.action[ahead]),
+                 "action_is_pad": torch.from_numpy(pad)}
+        if self.env.shape[1]:
+            batch[ENV] = torch.from_numpy(self.env[frames])
+        for camera, values in self.maps.items():
+            batch[IMAGE_PREFIX + camera] = torch.from_numpy(values[frames].astype(np.float32))
+        return batch
+
+
+def policy_config(dataset_root: Path, use_environment_state: bool = True):
+    """The recipe's ACTConfig (training.act_config's numbers) for this dataset's features, images VISUAL IDENTITY
+    (the encoder's input: float RGB in [0, 1]) and the backbone's learning rate 0 in spirit: it is frozen."""
+    from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
+
+    from act_node.training import act_config
+
+    info = json.loads((Path(dataset_root) / "meta" / "info.json").read_text())
+    features = info["features"]
+    inputs = {STATE: PolicyFeature(FeatureType.STATE, tuple(features[STATE]["shape"]))}
+    if use_environment_state:
+        inputs[ENV] = PolicyFeature(FeatureType.ENV, tuple(features[ENV]["shape"]))
+    for key, feature in features.items():
+        if feature["dtype"] == "video":
+            height, width, channels = feature["shape"]
+            inputs[key] = PolicyFeature(FeatureType.VISUAL, (channels, height, width))
+    outputs = {ACTION: PolicyFeature(FeatureType.ACTION, tuple(features[ACTION]["shape"]))}
+    mapping = {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
+               "ACTION": NormalizationMode.MEAN_STD}
+    return act_config(inputs, outputs, normalization_mapping=mapping)
+
+
+def dataset_stats(dataset_root: Path, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+    stats = json.loads((Path(dataset_root) / "meta" / "stats.json").read_text())
+    return {key: {name: torch.tensor(value, dtype=torch.float32) for name, value in stats[key].items()}
+            for key in keys if key in stats}
+
+
+class Run:
+    """One ACT training run in OUT: build or resume, step, checkpoint."""
+
+    def __init__(self, dataset_root: Path, cache: Path, backbone: Path, out: Path, settings: Settings):
+        from lerobot.policies.act.modeling_act import ACTPolicy
+        from lerobot.policies.factory import make_pre_post_processors
+
+        from act_node.vision.export import load_backbone
+
+        self.dataset_root, self.backbone_path = Path(dataset_root), Path(backbone)
+        self.out, self.settings = Path(out), settings
+        self.config = policy_config(dataset_root, settings.use_environment_state)
+        self.cameras = [camera_name(key) for key in self.config.image_features]
+        self.data = Demonstrations.load(dataset_root, cache, self.cameras)
+        if not settings.use_environment_state:
+            self.data.env = np.zeros((len(self.data), 0), dtype=np.float32)
+        torch.manual_seed(settings.seed)
+        self.policy = ACTPolicy(self.config)
+        load_backbone(self.policy, self.backbone_path)
+        self.backbone = self.policy.model.backbone
+        for parameter in self.backbone.parameters():
+            parameter.requires_grad_(False)
+        stats = dataset_stats(dataset_root, [STATE, ENV, ACTION])
+        self.preprocessor, self.postprocessor = make_pre_post_processors(self.config, dataset_stats=stats)
+        groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
+        groups = [{**group, "params": list(group["params"])} for group in groups]
+        self.optimizer = torch.optim.AdamW(groups, lr=self.config.optimizer_lr,
+                                           weight_decay=self.config.optimizer_weight_decay)
+        self.rng = np.random.default_rng(settings.seed)
+        self.step = 0
+        self.history: list[dict] = []
+        self._restore()
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.out / "checkpoints"
+
+    def _restore(self) -> None:
+        state_path = self.checkpoints / "state.pt"
+        pinned = self.out / "run.json"
+        wanted = {"settings": {**asdict(self.settings), "steps": None}, "dataset": str(self.dataset_root.resolve()),
+                  "backbone": str(self.backbone_path.resolve())}
+        if pinned.is_file():
+            there = json.loads(pinned.read_text())
+            if there != wanted:
+                raise SystemExit(f"{self.out} holds a run with other settings ({there} there, {wanted} asked): use "
+                                 "another --out")
+        else:
+            self.out.mkdir(parents=True, exist_ok=True)
+            pinned.write_text(json.dumps(wanted, indent=1) + "\n")
+        if not state_path.is_file():
+            return
+        state = torch.load(state_path, weights_only=False)
+        from safetensors.torch import load_file
+
+        weights = load_file(str(self.checkpoints / f"{state['step']:06d}" / "pretrained_model" / "model.safetensors"))
+        self.policy.load_state_dict(weights, strict=True)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.bit_generator.state = state["rng"]
+        torch.set_rng_state(state["torch_rng"])
+        self.step = state["step"]
+        self.history = state["history"]
+        print(f"resuming {self.out} at step {self.step}", flush=True)
+
+    def save(self) -> Path:
+        folder = self.checkpoints / f"{self.step:06d}"
+        scratch = self.checkpoints / f"{self.step:06d}.partial"
+        shutil.rmtree(scratch, ignore_errors=True)
+        model = scratch / "pretrained_model"
+        self.policy.model.backbone = self.backbone
+        try:
+            self.policy.save_pretrained(model)
+        finally:
+            self.policy.model.backbone = CachedMaps()
+        self.preprocessor.save_pretrained(model)
+        self.postprocessor.save_pretrained(model)
+        renderer = dataset_renderer(self.dataset_root)
+        if renderer:
+            write_renderer(model, renderer)
+        (model / SETTINGS_FILE).write_text(json.dumps({
+            "trainer": "act_node.vision.act_train (LeRobot ACTPolicy, frozen pretrained backbone, cached maps)",
+            "dataset_root": str(self.dataset_root.resolve()), "backbone": str(self.backbone_path.resolve()),
+            "step": self.step, "frames": len(self.data), **asdict(self.settings)}, indent=1) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(scratch, folder)
+        state = {"step": self.step, "optimizer": self.optimizer.state_dict(), "rng": self.rng.bit_generator.state,
+                 "torch_rng": torch.get_rng_state(), "history": self.history}
+        partial = self.checkpoints / "state.pt.partial"
+        torch.save(state, partial)
+        os.replace(partial, self.checkpoints / "state.pt")
+        return folder
+
+    def train(self, progress: bool = True) -> Path | None:
+        settings = self.settings
+        if self.step >= settings.steps:
+            print(f"nothing to do: {self.out} is at step {self.step} of {settings.steps}")
+            return None
+        self.policy.model.backbone = CachedMaps()
+        self.policy.train()
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        bar = tqdm(total=settings.steps, initial=self.step, desc="ACT", unit="step", disable=not progress)
+        losses, started, last = [], time.monotonic(), None
+        while self.step < settings.steps:
+            batch = self.preprocessor(self.data.batch(self.rng, settings.batch_size))
+            loss, _ = self.policy.forward(batch)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP_NORM)
+            self.optimizer.step()
+            self.step += 1
+            losses.append(loss.item())
+            bar.update(1)
+            if self.step % 50 == 0:
+                bar.set_postfix(l1=f"{np.mean(losses[-50:]):.3f}")
+            if self.step % settings.save_every == 0 or self.step == settings.steps:
+                self.history.append({"step": self.step, "l1": float(np.mean(losses)) if losses else None,
+                                     "seconds": round(time.monotonic() - started, 1)})
+                losses, started = [], time.monotonic()
+                last = self.save()
+        bar.close()
+        self.policy.model.backbone = self.backbone
+        return last
+
+
+def average_checkpoints(models: list[Path], out: Path) -> Path:
+    """A pretrained_model folder at `out` whose weights are the mean of `models`' (same architecture; the frozen
+    backbone is the same in all of them), everything else (config, processors) the newest's. Returns `out`."""
+    from safetensors.torch import load_file, save_file
+
+    if len(models) < 2:
+        raise ValueError(f"averaging takes at least two checkpoints, got {len(models)}")
+    states = [load_file(str(Path(model) / "model.safetensors")) for model in models]
+    keys = set(states[0])
+    for model, state in zip(models, states, strict=True):
+        if set(state) != keys or any(state[k].shape != states[0][k].shape for k in keys):
+            raise ValueError(f"{model} is not the same architecture as {models[0]}: cannot average them")
+    mean = {key: (torch.stack([state[key].to(torch.float64) for state in states]).mean(0).to(states[0][key].dtype)
+                  if states[0][key].is_floating_point() else states[-1][key]) for key in keys}
+    out = Path(out)
+    scratch = out.with_name(out.name + ".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(models[-1], scratch)
+    save_file(mean, str(scratch / "model.safetensors"), metadata={"format": "pt"})
+    about = json.loads((scratch / SETTINGS_FILE).read_text()) if (scratch / SETTINGS_FILE).is_file() else {}
+    about["averaged"] = [str(Path(model).resolve()) for model in models]
+    (scratch / SETTINGS_FILE).write_text(json.dumps(about, indent=1) + "\n")
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(scratch, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m act_node.vision.act_train", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--cache", required=True)
+    parser.add_argument("--backbone", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=Settings.steps)
+    parser.add_argument("--batch-size", type=int, default=Settings.batch_size)
+    parser.add_argument("--save-every", type=int, default=Settings.save_every)
+    parser.add_argument("--seed", type=int, default=Settings.seed)
+    parser.add_argument("--no-environment-state", action="store_true",
+                        help="the ablation: no target and request (observation.environment_state) in the policy")
+    args = parser.parse_args(argv)
+    settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
+                        use_environment_state=not args.no_environment_state)
+    run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
+    run.train()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The camera recipe's cache and ACT stages: the maps are the backbone's, the checkpoint LeRobot loads is the
+policy that trained on them, a stopped run resumes to the same weights, and the recipe skips what is done."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from act_node.recipe import Recipe, RecipeSettings
+from act_node.vision.act_train import CachedMaps, Demonstrations, Run, Settings, average_checkpoints
+from act_node.vision.cache import act_backbone, backbone_maps, cache_maps, decode_camera, images_to_tensor
+from act_node.vision.export import write_backbone
+from act_node.vision.networks import act_trunk
+
+CAMERAS = ("front", "wrist")
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory) -> Path:
+    torch.manual_seed(3)
+    trunk = act_trunk().eval()
+    # BatchNorm statistics that are not the identity, so that a fold or load that drops them shows
+    for module in trunk.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.1, 0.1)
+            module.running_var.uniform_(0.5, 1.5)
+    path = tmp_path_factory.mktemp("backbone") / "backbone.safetensors"
+    write_backbone(trunk, path, about={"what": "test: random weights"})
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache(tiny_dataset, backbone, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cache") / "cache"
+    cache_maps(tiny_dataset, backbone, out)
+    return out
+
+
+def test_decoded_frames_are_lerobots(tiny_dataset):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dataset = LeRobotDataset("local/act_node_pick", root=tiny_dataset, video_backend="pyav")
+    images = decode_camera(tiny_dataset, "observation.images.wrist", progress=False)
+    assert len(images) == dataset.meta.total_frames
+    last = dataset.meta.total_frames - 1
+    first_of_second = int(dataset.meta.episodes[1]["dataset_from_index"])
+    for index in (0, 7, first_of_second - 1, first_of_second, last):
+        expected = dataset[index]["observation.images.wrist"]
+        assert torch.equal(images_to_tensor(images[index:index + 1])[0], expected), index
+
+
+def test_cached_maps_are_the_backbones(tiny_dataset, backbone, cache):
+    images = decode_camera(tiny_dataset, "observation.images.front", progress=False)
+    maps = np.load(cache / "maps_front.npy")
+    assert maps.dtype == np.float16 and maps.shape[:2] == (len(images), 512)
+    expected = backbone_maps(act_backbone(backbone), images[-5:])
+    np.testing.assert_array_equal(maps[-5:], expected)
+    # done: a second call computes nothing; another backbone in the same folder is refused
+    stamp = (cache / "maps_front.npy").stat().st_mtime_ns
+    cache_maps(tiny_dataset, backbone, cache)
+    assert (cache / "maps_front.npy").stat().st_mtime_ns == stamp
+    other = backbone.with_name("other.safetensors")
+    torch.manual_seed(4)
+    write_backbone(act_trunk().eval(), other, about={"what": "test: another"})
+    with pytest.raises(SystemExit, match="another dataset or backbone"):
+        cache_maps(tiny_dataset, other, cache)
+
+
+def test_batches_pad_past_the_episode_end(tiny_dataset, cache):
+    data = Demonstrations.load(tiny_dataset, cache, list(CAMERAS))
+    end = int(data.episode_end[0])
+    assert 0 < end < len(data) and data.episode_end[-1] == len(data)
+
+    class Fixed:  # the frame drawn: 3 before the first episode's end
+        def integers(self, low, high, size):
+            return np.full(size, end - 3)
+
+    batch = data.batch(Fixed(), 1, chunk=10)
+    assert batch["action_is_pad"][0].tolist() == [False] * 3 + [True] * 7
+    np.testing.assert_array_equal(batch["action"][0, 3:].numpy(), np.repeat(data.action[end - 1][None], 7, axis=0))
+    np.testing.assert_array_equal(batch["observation.images.wrist"][0].numpy(), data.maps["wrist"][end - 3])
+
+
+def _weights(run: Run) -> dict[str, torch.Tensor]:
+    return {key: value.clone() for key, value in run.policy.state_dict().items()}
+
+
+def test_checkpoint_is_the_policy_that_trained_on_the_maps(tiny_dataset, backbone, cache, tmp_path):
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+    from safetensors.torch import load_file
+
+    run = Run(tiny_dataset, cache, backbone, tmp_path / "act", Settings(steps=4, batch_size=2, save_every=2))
+    before = {k: v.clone() for k, v in run.policy.model.backbone.state_dict().items()}
+    run.train(progress=False)
+    model = tmp_path / "act" / "checkpoints" / "000004" / "pretrained_model"
+    assert (tmp_path / "act" / "checkpoints" / "000002" / "pretrained_model" / "config.json").is_file()
+    # the backbone is frozen: the checkpoint holds the pretrained one, unchanged
+    saved = load_file(str(model / "model.safetensors"))
+    pretrained = load_file(str(backbone))
+    assert all(torch.equal(saved[key], value) for key, value in pretrained.items())
+    assert all(torch.equal(run.policy.model.backbone.state_dict()[k], v) for k, v in before.items())
+    config = json.loads((model / "config.json").read_text())
+    assert config["normalization_mapping"]["VISUAL"] == "IDENTITY"
+    assert set(config["input_features"]) == {"observation.state", "observation.environment_state",
+                                             "observation.images.front", "observation.images.wrist"}
+
+    # LeRobot's own loading, on the camera images, answers what the trained policy answers on the cached maps
+    loaded = ACTPolicy.from_pretrained(str(model)).eval()
+    preprocessor, _ = make_pre_post_processors(loaded.config, pretrained_path=str(model))
+    frames = np.array([0, 5, len(run.data) - 1])
+    observation = {"observation.state": torch.from_numpy(run.data.state[frames]),
+                   "observation.environment_state": torch.from_numpy(run.data.env[frames])}
+    cached = dict(observation)
+    for camera in CAMERAS:
+        images = decode_camera(tiny_dataset, f"observation.images.{camera}", progress=False)
+        observation[f"observation.images.{camera}"] = images_to_tensor(images[frames])
+        cached[f"observation.images.{camera}"] = torch.from_numpy(run.data.maps[camera][frames].astype(np.float32))
+    from_images = loaded.predict_action_chunk(preprocessor(observation))
+    run.policy.model.backbone = CachedMaps()
+    from_maps = run.policy.predict_action_chunk(run.preprocessor(cached))
+    assert from_images.shape == (3, 100, 6)
+    torch.testing.assert_close(from_images, from_maps, atol=1e-3, rtol=0)  # the maps are float16
+
+
+def test_a_stopped_run_resumes_to_the_same_weights(tiny_dataset, backbone, cache, tmp_path):
+    straight = Run(tiny_dataset, cache, backbone, tmp_path / "straight", Settings(steps=4, batch_size=2, save_every=2))
+    straight.train(progress=False)
+    first = Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=2, batch_size=2, save_every=2))
+    first.train(progress=False)
+    resumed = Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=4, batch_size=2, save_every=2))
+    assert resumed.step == 2
+    resumed.train(progress=False)
+    a, b = _weights(straight), _weights(resumed)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[key], b[key]) for key in a), "the resumed run's weights differ from the straight run's"
+    # the mean of the two checkpoints' weights, the rest the newest's
+    from safetensors.torch import load_file
+
+    checkpoints = tmp_path / "stopped" / "checkpoints"
+    averaged = average_checkpoints([checkpoints / "000002" / "pretrained_model",
+                                    checkpoints / "000004" / "pretrained_model"], tmp_path / "averaged")
+    two, four, mean = (load_file(str(folder / "model.safetensors")) for folder in
+                       (checkpoints / "000002" / "pretrained_model", checkpoints / "000004" / "pretrained_model",
+                        averaged))
+    moved = [key for key in four if not torch.equal(two[key], four[key])]
+    assert moved and all(key.startswith("model.") for key in moved)
+    for key in moved:
+        torch.testing.assert_close(mean[key], (two[key] + four[key]) / 2)
+    newest = checkpoints / "000004" / "pretrained_model" / "config.json"
+    assert (averaged / "config.json").read_text() == newest.read_text()
+    # another setting in the same folder is refused
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=4, batch_size=4, save_every=2))
+
+
+def test_the_recipe_runs_what_is_missing(tmp_path):
+    recipe = Recipe(tmp_path, RecipeSettings(episodes=5, recovery_episodes=2, steps=10, save_every=5), python="python")
+    record = recipe.command("record")
+    assert "--first-seed" in record and record[record.index("--episodes") + 1] == "5"
+    (tmp_path / "data" / "meta").mkdir(parents=True)
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 3}))
+    record = recipe.command("record")
+    assert "--resume" in record and record[record.index("--episodes") + 1] == "2"
+    assert "--action-noise" not in record
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 6}))
+    record = recipe.command("record")  # the clean ones are there: the pushed ones
+    assert record[record.index("--episodes") + 1] == "1" and record[record.index("--action-noise") + 1] == "1.0"
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 7}))
+    assert recipe.command("record") is None
+    assert recipe.command("encoder") is not None
+    (tmp_path / "encoder").mkdir()
+    (tmp_path / "encoder" / "backbone.safetensors").write_bytes(b"")
+    (tmp_path / "encoder" / "backbone.json").write_text("{}")
+    assert recipe.command("encoder") is None
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": False}))
+    assert recipe.command("cache") is not None
+    (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True}))
+    assert recipe.command("cache") is None
+    act = recipe.command("act")
+    assert act[act.index("--steps") + 1] == "10"
+    (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model").mkdir(parents=True)
+    (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model" / "config.json").write_text("{}")
+    assert recipe.command("act") is None
+    with pytest.raises(ValueError, match="unknown stage"):
+        recipe.command("deploy")
+    ablation = Recipe(tmp_path, RecipeSettings(steps=10, environment_state=False), python="python")
+    assert "--no-environment-state" in ablation.command("act")

@@ -1,0 +1,310 @@
+"""/diagnostics for every node, and the policy node's answer to inputs that stop or lie: real rclpy nodes in one
+process (the `ros` executor), Fast DDS on loopback."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+from conftest import THREADED_RENDERER, TINY_IMAGE, retire, wait_for  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
+from geometry_msgs.msg import PointStamped  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_msgs.msg import Header  # noqa: E402
+from trajectory_msgs.msg import JointTrajectory  # noqa: E402
+
+from act_node import so101  # noqa: E402
+from act_node.nodes import messages  # noqa: E402
+from act_node.nodes.diagnostics import Report  # noqa: E402
+from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR  # noqa: E402
+
+START_S = 100.0
+
+
+class Probe(Node):
+    """A camera driver, an arm driver, the selector and rqt's monitor in one: publishes observations, collects
+    chunks and every node's diagnostics."""
+
+    def __init__(self, name="diagnostics_probe", namespace=""):
+        """`namespace`: the graph's; /clock and /diagnostics are absolute."""
+        super().__init__(name)
+        self.namespace = namespace
+        self.images = {c: self.create_publisher(Image, f"{namespace}/camera/{c}/image_raw", SENSOR)
+                       for c in ("front", "wrist")}
+        self.joints = self.create_publisher(JointState, f"{namespace}/joint_states", SENSOR)
+        self.target = self.create_publisher(PointStamped, f"{namespace}/target/point", LATCHED)
+        self.start = self.create_publisher(Header, f"{namespace}/episode/start", LATCHED)
+        self.clock = self.create_publisher(Clock, "/clock", 10)
+        self.chunks: list[float] = []
+        self.create_subscription(JointTrajectory, f"{namespace}/act/action_chunk",
+                                 lambda m: self.chunks.append(messages.seconds_of(m.header.stamp)), RELIABLE)
+        self.statuses: dict[str, DiagnosticStatus] = {}
+        self.create_subscription(DiagnosticArray, "/diagnostics", self.on_diagnostics, RELIABLE)
+
+    def on_diagnostics(self, array: DiagnosticArray) -> None:
+        for status in array.status:
+            self.statuses[status.name] = status
+
+    def status(self, node: Node) -> DiagnosticStatus | None:
+        return next((s for name, s in self.statuses.items() if name.startswith(f"{node.get_name()}: ")), None)
+
+    def values(self, node: Node) -> dict[str, str]:
+        status = self.status(node)
+        return {} if status is None else {kv.key: kv.value for kv in status.values}
+
+    def observe(self, joints_s: float, images_s: float | None = None, cameras=("front", "wrist")) -> None:
+        for camera in cameras:
+            image = messages.image_message(np.full((*TINY_IMAGE, 3), 90, np.uint8),
+                                           joints_s if images_s is None else images_s, f"{camera}_optical")
+            self.images[camera].publish(image)
+        state = messages.joint_state_message(np.zeros(6), np.zeros(6), joints_s)
+        state.name = list(so101.JOINT_NAMES)
+        self.joints.publish(state)
+
+    def begin(self, start_s: float) -> None:
+        self.start.publish(Header(stamp=messages.to_time(start_s), frame_id=json.dumps({"task": "pick up the cup"})))
+        self.target.publish(messages.point_message((0.5, 0.25), start_s))
+
+
+def policy_node(checkpoint, namespace="", **overrides):
+    from act_node.nodes.policy_node import PolicyNode
+
+    values = {"checkpoint": str(checkpoint), "replan_every": 1, **overrides}
+    return PolicyNode(parameter_overrides=[Parameter(k, value=v) for k, v in values.items()], namespace=namespace)
+
+
+def start(ros, node, probe, start_s):
+    ros.add_node(node)
+    ros.add_node(probe)
+    ns = probe.namespace
+    assert wait_for(lambda: probe.count_subscribers(f"{ns}/joint_states") > 0 and probe.count_publishers(
+        f"{ns}/act/action_chunk") > 0)
+    time.sleep(0.5)
+    probe.begin(start_s)
+    assert wait_for(lambda: node.episode_start_s == start_s and node.target is not None)
+
+
+@pytest.fixture(scope="module")
+def policy(ros, tiny_checkpoint):
+    node, probe = policy_node(tiny_checkpoint), Probe()
+    start(ros, node, probe, START_S)
+    yield node, probe
+    retire(ros, node, probe)
+
+
+_newest = [START_S]  # the newest stamp the module's tests have sent
+
+
+def fresh(step: float = 0.5) -> float:
+    """A stamp after every one sent so far."""
+    _newest[0] = round(_newest[0] + step, 3)
+    return _newest[0]
+
+
+def answered(probe, stamp, seconds=30.0) -> bool:
+    return wait_for(lambda: stamp in [pytest.approx(s) for s in probe.chunks], seconds)
+
+
+def refusals(probe, node) -> str:
+    return probe.values(node).get("refused", "")
+
+
+def test_the_policy_node_refuses_a_frame_stamped_in_the_future_says_why_and_recovers(policy):
+    node, probe = policy
+    good = fresh()
+    probe.observe(good)
+    assert answered(probe, good), "no chunk for a good observation"
+    probe.chunks.clear()
+    lying = fresh()
+    probe.observe(lying, images_s=lying + 5.0)  # both cameras' frames stamped 5 s after the joint states
+    assert wait_for(lambda: "ahead" in refusals(probe, node), 5.0), f"not reported: {probe.values(node)}"
+    status = probe.status(node)
+    assert status.level == DiagnosticStatus.WARN and "ahead of the joint states" in status.message
+    assert int(probe.values(node)["observations_refused"]) >= 1
+    assert probe.chunks == [], "a chunk was built on a future-stamped frame"
+    recovered = fresh()
+    probe.observe(recovered)
+    assert answered(probe, recovered), "the node did not answer again once the frames were right"
+    assert probe.chunks == [pytest.approx(recovered)]
+
+
+def test_a_camera_that_stops_is_reported_stale_and_answered_again_when_it_returns(policy):
+    node, probe = policy
+    good = fresh()
+    probe.observe(good)
+    assert answered(probe, good)
+    probe.chunks.clear()
+    stamp = good
+    until = time.monotonic() + 2.0
+    while time.monotonic() < until:  # the wrist and the joints go on at 20 Hz, the front camera is silent
+        stamp = fresh(0.05)
+        probe.observe(stamp, cameras=("wrist",))
+        time.sleep(0.05)
+    assert wait_for(lambda: "front stale" in refusals(probe, node), 3.0), f"not reported: {probe.values(node)}"
+    values = probe.values(node)
+    assert "camera/front" in values["stale_inputs"] and probe.status(node).level == DiagnosticStatus.WARN
+    assert float(values["camera/front.silent_s"]) > 1.0
+    assert probe.chunks == [], "a chunk was built without the front camera"
+    back = fresh()
+    probe.observe(back)
+    assert answered(probe, back), "no chunk once the camera was back"
+    assert wait_for(lambda: "camera/front" not in probe.values(node)["stale_inputs"], 8.0)
+
+
+def test_stamps_that_jump_back_restart_the_run_instead_of_waiting_for_ever(policy):
+    node, probe = policy
+    good = fresh()
+    probe.observe(good)
+    assert answered(probe, good)
+    jumps = int(probe.values(node).get("time_jumps_back", "0"))
+    back = START_S - 60.0  # a bag played again from its start
+    probe.observe(back)
+    assert answered(probe, back, 15.0), "no chunk after the stamps went back"
+    assert node.episode_start_s == back  # the run goes on from the new time
+    assert wait_for(lambda: int(probe.values(node).get("time_jumps_back", "0")) == jumps + 1, 3.0)
+    episode = fresh(500.0)
+    probe.begin(episode)  # a new episode on the old time: no jump, a fresh run
+    assert wait_for(lambda: node.episode_start_s == episode)
+    first = fresh()
+    probe.observe(first)
+    assert answered(probe, first)
+
+
+def test_a_failing_inference_is_an_error_on_diagnostics(policy):
+    node, probe = policy
+    real = node.policy
+
+    class Failing:
+        def __call__(self, observation, task):
+            raise RuntimeError("the forward pass broke")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    node.policy = Failing()
+    try:
+        probe.observe(fresh())
+        assert wait_for(lambda: probe.status(node) is not None and probe.status(node).level == DiagnosticStatus.ERROR,
+                        5.0), f"not an error: {probe.status(node)}"
+        assert "forward pass broke" in probe.status(node).message
+        assert int(probe.values(node)["inference_failures"]) >= 1
+    finally:
+        node.policy = real
+
+
+def test_inference_times_and_chunks_are_counted(policy):
+    node, probe = policy
+    stamp = fresh()
+    probe.observe(stamp)
+    assert answered(probe, stamp)
+    assert wait_for(lambda: int(probe.values(node).get("chunks_sent", "0")) >= 5, 3.0)
+    values = probe.values(node)
+    assert 0 < float(values["inference_mean_ms"]) <= float(values["inference_max_ms"])
+    assert float(values["inference_last_ms"]) > 0
+
+
+def test_a_clock_that_jumps_back_is_survived(ros, tiny_checkpoint):
+    """use_sim_time and /clock going back (ros2 bag play --loop): the run restarts on the new time."""
+    # a namespace of its own: the module's policy node hears none of it (it would answer the jumped stamps)
+    node = policy_node(tiny_checkpoint, namespace="clocked", use_sim_time=True)
+    probe = Probe("clock_probe", "/clocked")
+    try:
+        start(ros, node, probe, 300.0)
+
+        def clock_at_300():
+            probe.clock.publish(Clock(clock=messages.to_time(300.0)))
+            return node.get_clock().now().nanoseconds == 300e9
+
+        assert wait_for(clock_at_300), "the node's clock does not follow /clock"
+        probe.observe(300.5)
+        assert answered(probe, 300.5)
+        probe.observe(310.0)  # stamped 10 s after the clock: impossible
+        assert wait_for(lambda: "joint_states ahead" in refusals(probe, node), 3.0), probe.values(node)
+        probe.clock.publish(Clock(clock=messages.to_time(20.0)))  # the bag starts again
+        assert wait_for(lambda: node.episode_start_s == pytest.approx(20.0), 5.0), "the run did not restart"
+        probe.observe(20.5)
+        assert answered(probe, 20.5), "no chunk after the clock went back"
+        assert probe.values(node) and wait_for(lambda: probe.values(node)["time_jumps_back"] == "1", 3.0)
+    finally:
+        retire(ros, node, probe)
+
+
+# --- every node says how it is ------------------------------------------------------------------------------
+def _reports(ros, node, keys, seconds=5.0):
+    probe = Probe(f"probe_{node.get_name()}")
+    ros.add_node(node)
+    ros.add_node(probe)
+    try:
+        assert wait_for(lambda: probe.status(node) is not None, seconds), f"no /diagnostics from {node.get_name()}"
+        status = probe.status(node)
+        assert status.name.startswith(f"{node.get_name()}: ")
+        assert set(keys) <= set(probe.values(node)), f"missing {set(keys) - set(probe.values(node))}"
+        return status
+    finally:
+        retire(ros, probe, node)
+
+
+def test_the_sim_node_reports_holds_clamps_late_chunks_episodes_and_the_realtime_factor(ros):
+    from act_node.nodes.sim_node import SimNode
+
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
+                                       Parameter("image_height", value=48), Parameter("image_width", value=64),
+                                       Parameter("objects", value=2), Parameter("record_video", value=False),
+                                       Parameter("clock", value="realtime"), Parameter("episodes", value=0)],
+                  namespace="simtest")  # no policy of this module answers it
+    _reports(ros, sim, ["holds", "held_ticks", "clamped_ticks", "late_chunks", "episodes_done", "realtime_factor",
+                        "chunks_received"])
+    assert sim.counts.holds["no step queued"] > 0 or sim.counts.holds["chunk stale"] > 0, "no chunk: it holds"
+
+
+def test_the_selector_and_expert_nodes_report(ros):
+    from act_node.nodes.expert_node import ExpertNode
+    from act_node.nodes.selector_node import SelectorNode
+
+    _reports(ros, SelectorNode(), ["request", "heard", "answers", "last_status"])
+    _reports(ros, ExpertNode(), ["plans", "plan_failures", "chunks_sent"])
+
+
+def test_the_camera_node_reports(ros, tmp_path, monkeypatch):
+    import cv2
+    import test_arm_camera
+    from lerobot.cameras.opencv import camera_opencv
+
+    from act_node.nodes.camera_node import CameraNode
+
+    # the file read at 30 fps and looping, like a webcam (tests/test_arm_camera.py's capture)
+    test_arm_camera.REAL_CAPTURE[:] = [cv2.VideoCapture]
+    monkeypatch.setattr(camera_opencv.cv2, "VideoCapture", test_arm_camera.PacedCapture)
+
+    path = tmp_path / "front.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 30.0, (64, 48))
+    for k in range(120):  # as tests/test_arm_camera.py's: a moving line on red
+        frame = np.zeros((48, 64, 3), np.uint8)
+        frame[:, :, 2] = 200
+        frame[:, k % 64] = 255
+        writer.write(frame)
+    writer.release()
+    node = CameraNode(parameter_overrides=[Parameter("name", value="front"), Parameter("device", value=str(path))])
+    _reports(ros, node, ["frames_published", "rate_hz", "read_failures"])
+
+
+def test_the_recorder_node_reports(ros, tmp_path):
+    from act_node.nodes.recorder_node import RecorderNode
+
+    node = RecorderNode(parameter_overrides=[Parameter("root", value=str(tmp_path / "data"))])
+    _reports(ros, node, ["recording", "episodes_saved", "episodes_dropped", "heard"], seconds=10.0)
+
+
+def test_a_report_keeps_its_worst_level_and_the_reasons_of_that_level():
+    report = Report()
+    report.warn("a")
+    report.error("b")
+    report.warn("c")
+    report.error("d")
+    assert report.level == DiagnosticStatus.ERROR and report.message == "b; d"
+    report.add("counts", {"x": 2, "y": 1})
+    report.add("empty", {})
+    assert report.values == {"counts": "x 2, y 1", "empty": "none"}
