@@ -131,21 +131,13 @@ def file_sha256(path: Path) -> str:
 def act_backbone(backbone_path: Path) -> torch.nn.Module:
     """ACT's backbone (lerobot's own construction: resnet18 layer4, FrozenBatchNorm2d) holding the weights at
     `backbone_path` (vision.export's format)."""
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-
-    from act_node.vision.export import load_backbone
+    from act_node.vision.export import load_backbone, one_camera_act
 
     dilation = False
     description = Path(backbone_path).with_suffix(".json")
     if description.is_file():
         dilation = bool(json.loads(description.read_text()).get("replace_final_stride_with_dilation", False))
-    config = ACTConfig(input_features={"observation.state": PolicyFeature(FeatureType.STATE, (6,)),
-                                       "observation.images.front": PolicyFeature(FeatureType.VISUAL, (3, 96, 128))},
-                       output_features={"action": PolicyFeature(FeatureType.ACTION, (6,))},
-                       pretrained_backbone_weights=None, replace_final_stride_with_dilation=dilation, device="cpu")
-    policy = ACTPolicy(config)
+    policy = one_camera_act(dilation)
     load_backbone(policy, backbone_path)
     return policy.model.backbone.eval()
 

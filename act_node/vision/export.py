@@ -37,8 +37,8 @@ def folded_state_dict(trunk: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def act_backbone_shapes(dilation: bool = False, image_size: tuple[int, int] = (96, 128)) -> dict[str, tuple]:
-    """{key: shape} of `model.backbone.*` in a real ACTPolicy with one camera (lerobot builds it here)."""
+def one_camera_act(dilation: bool = False, image_size: tuple[int, int] = (96, 128)) -> nn.Module:
+    """A real ACTPolicy with one camera, as lerobot builds it (no pretrained weights): its backbone is ACT's."""
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.act.modeling_act import ACTPolicy
@@ -47,7 +47,12 @@ def act_backbone_shapes(dilation: bool = False, image_size: tuple[int, int] = (9
                                        "observation.images.front": PolicyFeature(FeatureType.VISUAL, (3, *image_size))},
                        output_features={"action": PolicyFeature(FeatureType.ACTION, (6,))},
                        pretrained_backbone_weights=None, replace_final_stride_with_dilation=dilation, device="cpu")
-    return {key: tuple(value.shape) for key, value in ACTPolicy(config).state_dict().items()
+    return ACTPolicy(config)
+
+
+def act_backbone_shapes(dilation: bool = False, image_size: tuple[int, int] = (96, 128)) -> dict[str, tuple]:
+    """{key: shape} of `model.backbone.*` in a real ACTPolicy with one camera (lerobot builds it here)."""
+    return {key: tuple(value.shape) for key, value in one_camera_act(dilation, image_size).state_dict().items()
             if key.startswith(ACT_BACKBONE_PREFIX)}
 
 
