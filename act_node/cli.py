@@ -138,6 +138,20 @@ def cmd_record(args: argparse.Namespace) -> None:
         raise SystemExit(f"act-sim record: --after-success-s must be >= 0 seconds, got {args.after_success_s}")
     if args.ray is not None and args.resume:
         raise SystemExit("act-sim record: --ray records a new dataset; go on with --resume without --ray")
+    if args.ray is not None and args.raw_maps:
+        raise SystemExit("act-sim record: --raw-maps records in this process; leave out --ray")
+    raw_maps = None
+    if args.raw_maps:
+        from act_node.paths import models_dir
+        from act_node.vision.cache import RawMaps
+
+        if not args.cameras:
+            raise SystemExit("act-sim record: --raw-maps needs camera images (--cameras)")
+        backbone = Path(args.backbone) if args.backbone else models_dir() / "tabletop_encoder" / "backbone.safetensors"
+        try:
+            raw_maps = RawMaps(Path(args.raw_maps), backbone)
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(f"act-sim record: {error}") from None
     env = make_env(args)
     try:
         if args.ray is not None:  # shards recorded as Ray tasks, merged in seed order (act_node.distributed)
@@ -150,7 +164,8 @@ def cmd_record(args: argparse.Namespace) -> None:
         else:
             summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
                              keep_failures=args.keep_failures, resume=args.resume,
-                             after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise)
+                             after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
+                             raw_maps=raw_maps)
     except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
         raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
@@ -330,8 +345,11 @@ def cmd_recipe(args: argparse.Namespace) -> None:
     settings = RecipeSettings(episodes=args.episodes, recovery_episodes=args.recovery_episodes,
                               action_noise=args.action_noise, steps=args.steps, save_every=args.save_every,
                               curve_every=args.curve_every, curve_episodes=args.curve_episodes, threads=args.threads,
-                              environment_state=not args.no_environment_state)
-    state = Recipe(Path(args.out), settings).run(only=args.stage)
+                              environment_state=not args.no_environment_state, encoder=args.encoder or "")
+    try:
+        state = Recipe(Path(args.out), settings).run(only=args.stage)
+    except FileNotFoundError as error:
+        raise SystemExit(f"act-sim recipe: {error}") from None
     print(json.dumps(state["stages"], indent=1))
 
 
@@ -439,6 +457,11 @@ def main(argv: list[str] | None = None) -> None:
     record.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                         help="record shards of seeds as Ray tasks and merge them in seed order: on a cluster started "
                         "here (no ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
+    record.add_argument("--raw-maps", default=None, metavar="DIR",
+                        help="also run ACT's backbone on the raw camera renders and keep each saved episode's maps "
+                        "in DIR (the camera recipe trains on them: the videos are lossy)")
+    record.add_argument("--backbone", default=None,
+                        help="the backbone for --raw-maps (default: models/tabletop_encoder/backbone.safetensors)")
     record.set_defaults(run=cmd_record)
 
     plannable = commands.add_parser("plannable", help="count the seeded scenes the expert cannot plan")
@@ -510,7 +533,9 @@ def main(argv: list[str] | None = None) -> None:
     recipe.add_argument("--threads", type=int, default=2, help="torch threads and evaluation workers")
     recipe.add_argument("--no-environment-state", action="store_true",
                         help="the ablation: ACT without the target and request (DIR/act_no_target)")
-    recipe.add_argument("--stage", action="append", choices=["record", "encoder", "cache", "act", "curve"],
+    recipe.add_argument("--encoder", default=None, help="a folder with backbone.safetensors and backbone.json "
+                        "(models/tabletop_encoder, the shipped one) instead of the encoder stage")
+    recipe.add_argument("--stage", action="append", choices=["encoder", "record", "cache", "act", "curve"],
                         help="only this stage (repeat for more); default: all, in order")
     recipe.set_defaults(run=cmd_recipe)
 

@@ -80,7 +80,10 @@ class GraphConfig:
                                     "executor (the STS3215's no-load speed)", low=0.0)
     max_steps: int = _argument(EPISODE_STEPS, "steps before an episode is cut off", low=1)
     lockstep_timeout_s: float = _argument(10.0, "lockstep: seconds of wall time without an action before the sim "
-                                          "holds for a tick (an evaluation waits longer)", low=0.0)
+                                          "holds, at fps until actions come again; the episode then counts as "
+                                          "failed (an evaluation waits longer)", low=0.0)
+    respawn: bool = _argument(False, "restart a node other than the sim that exits or dies, 1 s later (launch_ros's "
+                              "respawn); the sim holds meanwhile and the episode it interrupted counts as failed")
     target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
                                    "truth (the sim's scene)", choices=TARGET_SOURCES)
     device: str = _argument("cpu", "torch device for the policy")

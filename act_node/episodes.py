@@ -52,6 +52,7 @@ class EpisodeResult:
     policy_calls: int = 0
     mean_inference_s: float = 0.0
     episode: int | None = None  # its number in a graph's run (the sim node), None in-process
+    interrupted: str | None = None  # the sim node held ticks for want of any action (a node died): failed
 
     def to_dict(self) -> dict:
         return asdict(self)

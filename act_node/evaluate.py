@@ -184,7 +184,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
 
 
 def summarize(episodes: list[dict]) -> dict:
-    """Episode count, success rate with its 95% interval, mean summed reward and mean length."""
+    """Episode count, success rate with its 95% interval, mean summed reward and mean length. The episodes
+    are taken in seed order, so the float sums do not depend on the order workers finished in."""
+    episodes = sorted(episodes, key=lambda e: e["seed"])
     successes = sum(e["success"] for e in episodes)
     grasps = sum(e.get("max_reward", 0.0) > GRASPED_REWARD for e in episodes)
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),

@@ -2,13 +2,18 @@
 
     act-sim recipe --out outputs/recipe            # run it again after a stop: it picks up where it was
 
+    act-sim recipe --out outputs/recipe --encoder models/tabletop_encoder   # the shipped encoder: no stage 1
+
 Stages, each a command of its own (printed before it runs, so any one can be run by hand), each skipped when
 its result is there and continued when it is half done:
-  record    DIR/data       act-sim record: expert demonstrations with the front and wrist cameras at 96x128,
-                           --episodes clean, then --recovery-episodes pushed off the plan on the way to the
-                           object (--action-noise: recoveries), continued with --resume until it holds them all
   encoder   DIR/encoder    python -m act_node.vision.encoder: ACT's ResNet-18 pretrained on the simulator's labels
-  cache     DIR/cache      python -m act_node.vision.cache: every frame's layer4 maps through the frozen backbone
+                           (skipped with --encoder: that folder's backbone.safetensors is used)
+  record    DIR/data       act-sim record: expert demonstrations with the front and wrist cameras at 96x128,
+            DIR/raw_maps   --episodes clean, then --recovery-episodes pushed off the plan on the way to the
+                           object (--action-noise: recoveries), continued with --resume until it holds them all;
+                           --raw-maps: the frozen backbone's maps of the raw renders, the frames the policy sees
+                           at run time (the videos are lossy: act_node.vision.cache says by how much)
+  cache     DIR/cache      python -m act_node.vision.cache: every frame's layer4 maps in dataset order
   act       DIR/act        python -m act_node.vision.act_train: LeRobot ACT on the cached maps, a checkpoint every
                            --save-every steps (DIR/act/checkpoints/NNNNNN/pretrained_model)
   curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
@@ -19,13 +24,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-STAGES = ("record", "encoder", "cache", "act", "curve")
+STAGES = ("encoder", "record", "cache", "act", "curve")
 RECORD_SEED = 10_000  # the recordings' seeds (the encoder's frames and the evaluations use others)
 CURVE_SEED = 1_000
 
@@ -41,6 +47,7 @@ class RecipeSettings:
     curve_episodes: int = 50
     threads: int = 2
     environment_state: bool = True
+    encoder: str = ""  # a folder holding backbone.safetensors (models/tabletop_encoder); "": train DIR/encoder
 
 
 class Recipe:
@@ -55,7 +62,12 @@ class Recipe:
 
     @property
     def backbone(self) -> Path:
-        return self.out / "encoder" / "backbone.safetensors"
+        folder = Path(self.settings.encoder) if self.settings.encoder else self.out / "encoder"
+        return folder / "backbone.safetensors"
+
+    @property
+    def raw_maps(self) -> Path:
+        return self.out / "raw_maps"
 
     @property
     def act_dir(self) -> Path:
@@ -84,7 +96,8 @@ class Recipe:
             if have >= s.episodes + s.recovery_episodes:
                 return None
             common = ["record", "--cameras", "front,wrist", "--height", "96", "--width", "128",
-                      "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam"]
+                      "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam",
+                      "--raw-maps", str(self.raw_maps), "--backbone", str(self.backbone)]
             if not (self.data / "meta" / "info.json").is_file():
                 return [*act_sim, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
             if have < s.episodes:
@@ -94,13 +107,16 @@ class Recipe:
         if stage == "encoder":
             if self.backbone.is_file() and self.backbone.with_suffix(".json").is_file():
                 return None
+            if s.encoder:
+                raise FileNotFoundError(f"--encoder {s.encoder}: no backbone.safetensors and backbone.json there")
             return [self.python, "-m", "act_node.vision.encoder", "--out", str(self.out / "encoder")]
         if stage == "cache":
-            described = self.out / "cache" / "cache.json"
-            if described.is_file() and json.loads(described.read_text()).get("complete"):
+            if self.cache_state() == "done":
                 return None
-            return [self.python, "-m", "act_node.vision.cache", "--dataset", str(self.data), "--backbone",
-                    str(self.backbone), "--out", str(self.out / "cache")]
+            command = [self.python, "-m", "act_node.vision.cache", "--dataset", str(self.data), "--backbone",
+                       str(self.backbone), "--out", str(self.out / "cache")]
+            # a folder recorded before --raw-maps existed has none: its maps come from the videos
+            return [*command, "--raw-maps", str(self.raw_maps)] if (self.raw_maps / "maps.json").is_file() else command
         if stage == "act":
             if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file():
                 return None
@@ -119,6 +135,20 @@ class Recipe:
                     str(s.curve_episodes), "--first-seed", str(CURVE_SEED), "--workers", str(s.threads),
                     "--out", str(self.out / "curve")]
         raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+
+    def cache_state(self) -> str:
+        """done (complete, of the dataset as it is now), stale (of fewer episodes: recorded on since), or missing."""
+        described = self.out / "cache" / "cache.json"
+        if not described.is_file():
+            return "missing"
+        there = json.loads(described.read_text())
+        info = self.data / "meta" / "info.json"
+        if there.get("complete") and info.is_file() and "dataset" in there:
+            now = json.loads(info.read_text())
+            if (there["dataset"].get("frames"), there["dataset"].get("episodes")) != (now.get("total_frames"),
+                                                                                    now.get("total_episodes")):
+                return "stale"
+        return "done" if there.get("complete") else "missing"
 
     def run(self, only: list[str] | None = None) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
@@ -140,17 +170,28 @@ class Recipe:
                 print(f"[{stage}] done already", flush=True)
                 self._write_state(state)
                 continue
-            print(f"[{stage}] running: {' '.join(command)}", flush=True)
-            record["command"] = " ".join(command)
-            started = time.monotonic()
-            try:
-                result = subprocess.run(command, env=env)
-            finally:
-                record["seconds"] = round(record["seconds"] + time.monotonic() - started, 1)
-                self._write_state(state)
-            if result.returncode != 0:
-                raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); run the same "
-                                 f"command again to go on from there")
-            record["done"] = self.command(stage) is None
+            if stage == "cache" and self.cache_state() == "stale":  # maps of fewer episodes than recorded now
+                print(f"[cache] {self.out / 'cache'} holds the maps of an earlier, smaller dataset: computing them "
+                      "again", flush=True)
+                shutil.rmtree(self.out / "cache")
+            # a stage may take more than one command (record: the clean episodes, then the pushed ones)
+            while command is not None:
+                print(f"[{stage}] running: {' '.join(command)}", flush=True)
+                record["command"] = " ".join(command)
+                started = time.monotonic()
+                try:
+                    result = subprocess.run(command, env=env)
+                finally:
+                    record["seconds"] = round(record["seconds"] + time.monotonic() - started, 1)
+                    self._write_state(state)
+                if result.returncode != 0:
+                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); run the "
+                                     f"same command again to go on from there")
+                following = self.command(stage)
+                if following == command:
+                    raise SystemExit(f"act-sim recipe: stage {stage} ended (exit 0) without its result: "
+                                     f"{' '.join(command)}")
+                command = following
+            record["done"] = True
             self._write_state(state)
         return state

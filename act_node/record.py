@@ -161,14 +161,15 @@ class ResumeRefused(ValueError):
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
            on_saved: Callable[[int], None] | None = None, after_success: int = 0,
-           action_noise: float = 0.0) -> RecordSummary:
+           action_noise: float = 0.0, raw_maps=None) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
     Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
     this run saves (bench/bench_record.py measures memory there). `after_success`: frames of the expert's
     plan recorded past the success (the module's docstring says why). `action_noise`: the scale of the smooth
     offsets added to the executed actions (act_node.tabletop.perturb: recoveries; the dataset keeps the expert's
-    clean actions, meta/act_node_seeds.json each episode's scale)."""
+    clean actions, meta/act_node_seeds.json each episode's scale). `raw_maps`: an act_node.vision.cache.RawMaps
+    that gets every frame's raw camera images and keeps each saved episode's backbone maps (the recipe's)."""
     root = Path(root)
     ActionNoise(action_noise, 0)  # refuses a negative or non-finite scale before anything is written
     if after_success < 0:
@@ -190,13 +191,18 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
         try:
             while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
                 outcome = _run_episode(env, expert, dataset, seed, stop, after_success,
-                                       ActionNoise(action_noise, seed, lambda: expert.plan) if action_noise else None)
+                                       ActionNoise(action_noise, seed, lambda: expert.plan) if action_noise else None,
+                                       raw_maps)
                 if outcome == "stopped":
                     dropped = dataset.writer.episode_buffer["size"]
                     dataset.clear_episode_buffer()
+                    if raw_maps is not None:
+                        raw_maps.discard()
                     print(f"dropped the episode in progress (seed {seed}, {dropped} frames)", file=sys.stderr)
                     break
                 if outcome == "success" or (outcome == "failure" and keep_failures):
+                    if raw_maps is not None:  # first: a stop in between leaves a file the next save overwrites
+                        raw_maps.save(dataset.meta.total_episodes)
                     dataset.save_episode()
                     seeds.add(seed, action_noise)
                     progress.update(1)
@@ -204,6 +210,8 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                         on_saved(dataset.meta.total_episodes - start_episodes)
                 else:
                     dataset.clear_episode_buffer()
+                    if raw_maps is not None:
+                        raw_maps.discard()
                     skipped.append(seed)
                     if outcome == "unplannable":
                         unplannable.append(seed)
@@ -235,15 +243,20 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
 
 
 def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests,
-                 after_success: int = 0, noise: ActionNoise | None = None) -> str:
+                 after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
     buffered) or "stopped" (a stop was requested before the episode ended). With `after_success`, a success
     goes on for that many frames and counts only if the object is still up and held after them."""
+    def add(observation: dict, action) -> None:
+        dataset.add_frame(dataset_frame(observation, action, env.task))
+        if raw_maps is not None:
+            raw_maps.add(observation)
+
+    if raw_maps is not None:
+        raw_maps.discard()
     try:
         result = run_episode(env, expert, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
-                             execute=noise,
-                             on_step=lambda observation, action: dataset.add_frame(
-                                 dataset_frame(observation, action, env.task)))
+                             execute=noise, on_step=add)
     except EpisodeStopped:
         return "stopped"
     if result.unplannable:

@@ -9,6 +9,8 @@ The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the
     a node exits 0 before that (stopped)     -> Shutdown, the launch exits 0
     a node fails (any other code)            -> GraphFailed names it: Shutdown, the launch exits 1
     Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
+    respawn:=true and a node other than the sim exits or dies -> launch_ros restarts it after
+                                                RESPAWN_DELAY_S; the sim holds meanwhile
 
 Every node exits 0 when a signal stopped it and only then (act_node/nodes/runner.py: a bug is 1, a refusal
 2, a kill -N). A terminal's Ctrl-C reaches launch and the nodes at once, and a node quick to stop (the
@@ -29,7 +31,7 @@ from launch_ros.actions import Node
 
 from act_node.dds import profile_environment
 from act_node.description import robot_description
-from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe, namespace_of
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe, namespace_of
 from act_node.paths import share_dir
 from launch import LaunchDescription
 
@@ -50,10 +52,13 @@ def sim_exited(event, context):
     raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
 
 
-def node_exited(name: str):
+def node_exited(name: str, respawn: bool):
     def exited(event, context):
         if context.is_shutdown:
             return None
+        if respawn:  # launch_ros starts it again
+            return [LogInfo(msg=f"node {name} ended (code {event.returncode}): respawning it in {RESPAWN_DELAY_S:g} s "
+                                "(respawn:=true)")]
         if event.returncode == 0:  # stopped by a signal: a Ctrl-C that reached it before launch handled its own
             return [LogInfo(msg=f"node {name} was stopped (exit 0): stopping the graph"),
                     EmitEvent(event=Shutdown(reason=f"node {name} was stopped"))]
@@ -69,8 +74,9 @@ def graph(context):
     for index, spec in enumerate(describe(**values)):  # the sim first
         node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
                     namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
+                    respawn=spec.respawn, respawn_delay=RESPAWN_DELAY_S if spec.respawn else None,
                     additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
-        exited = sim_exited if index == 0 else node_exited(spec.name)
+        exited = sim_exited if index == 0 else node_exited(spec.name, spec.respawn)
         entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
     return entities
 

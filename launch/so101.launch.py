@@ -11,7 +11,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from act_node.dds import profile_environment
-from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe
 from launch import LaunchDescription
 
 DEFAULTS = {"robot": "so101", "policy": "act"}  # where this file differs from the sim's
@@ -21,6 +21,8 @@ def nodes(context):
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     return [Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
                  namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
+                 # respawn:=true restarts the cameras and the policy, never the arm node (graph.describe)
+                 respawn=spec.respawn, respawn_delay=RESPAWN_DELAY_S if spec.respawn else None,
                  additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
             for spec in describe(**values)]
 

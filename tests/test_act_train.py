@@ -10,7 +10,14 @@ import torch
 
 from act_node.recipe import Recipe, RecipeSettings
 from act_node.vision.act_train import CachedMaps, Demonstrations, Run, Settings, average_checkpoints
-from act_node.vision.cache import act_backbone, backbone_maps, cache_maps, decode_camera, images_to_tensor
+from act_node.vision.cache import (
+    RawMaps,
+    act_backbone,
+    backbone_maps,
+    cache_maps,
+    decode_camera,
+    images_to_tensor,
+)
 from act_node.vision.export import write_backbone
 from act_node.vision.networks import act_trunk
 
@@ -66,6 +73,65 @@ def test_cached_maps_are_the_backbones(tiny_dataset, backbone, cache):
     write_backbone(act_trunk().eval(), other, about={"what": "test: another"})
     with pytest.raises(SystemExit, match="another dataset or backbone"):
         cache_maps(tiny_dataset, other, cache)
+
+
+def test_raw_maps_are_the_maps_of_what_was_rendered(backbone, tmp_path):
+    """record(raw_maps=...) keeps the backbone's maps of the raw renders (what the policy sees at run time), the
+    cache stage assembles them in dataset order, and they are not the maps of the lossy video's frames."""
+    from conftest import TINY_IMAGE
+
+    from act_node.record import record
+    from act_node.tabletop.env import PickObjectEnv
+
+    raw = RawMaps(tmp_path / "raw", backbone)
+    episode: list[np.ndarray] = []
+    saved: list[np.ndarray] = []
+    add, discard, save = raw.add, raw.discard, raw.save
+
+    def keep(observation):  # the frames exactly as the simulator drew them
+        episode.append(np.array(observation["pixels"]["wrist"]))
+        add(observation)
+
+    def drop():
+        episode.clear()
+        discard()
+
+    def saving(index):
+        saved.extend(episode)
+        episode.clear()
+        save(index)
+
+    raw.add, raw.discard, raw.save = keep, drop, saving
+    env = PickObjectEnv(objects=2, image_size=TINY_IMAGE, target_source="truth", max_steps=150)
+    try:
+        record(env, "local/raw", tmp_path / "data", episodes=2, raw_maps=raw)
+    finally:
+        env.close()
+    assert sorted(p.name for p in (tmp_path / "raw").glob("episode_*.npz")) == ["episode_000000.npz",
+                                                                                 "episode_000001.npz"]
+    content = cache_maps(tmp_path / "data", backbone, tmp_path / "cache", raw_maps=tmp_path / "raw")
+    assert content["source"] == "raw renders" and content["complete"]
+    maps = np.load(tmp_path / "cache" / "maps_wrist.npy")
+    assert len(maps) == content["dataset"]["frames"] == len(saved)
+    np.testing.assert_array_equal(maps, backbone_maps(act_backbone(backbone), np.stack(saved)))
+    decoded = backbone_maps(act_backbone(backbone), decode_camera(tmp_path / "data", "observation.images.wrist",
+                                                                  progress=False))
+    assert not np.array_equal(maps, decoded)  # the video is lossy: its maps are others
+    # an episode without its maps, a file of the wrong length, another backbone: each named
+    second = tmp_path / "raw" / "episode_000001.npz"
+    with np.load(second) as stored:
+        arrays = dict(stored)
+    second.unlink()
+    with pytest.raises(ValueError, match="episode 1 has no raw maps"):
+        cache_maps(tmp_path / "data", backbone, tmp_path / "cache2", raw_maps=tmp_path / "raw")
+    np.savez(second, **{camera: value[:-1] for camera, value in arrays.items()})
+    with pytest.raises(ValueError, match="frames of maps, the dataset's episode 1 has"):
+        cache_maps(tmp_path / "data", backbone, tmp_path / "cache3", raw_maps=tmp_path / "raw")
+    other = backbone.with_name("other_raw.safetensors")
+    torch.manual_seed(5)
+    write_backbone(act_trunk().eval(), other, about={"what": "test: another"})
+    with pytest.raises(ValueError, match="another backbone"):
+        RawMaps(tmp_path / "raw", other)
 
 
 def test_batches_pad_past_the_episode_end(tiny_dataset, cache):
@@ -156,10 +222,39 @@ def test_a_stopped_run_resumes_to_the_same_weights(tiny_dataset, backbone, cache
         Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=4, batch_size=4, save_every=2))
 
 
+FAKE_RECORD = """#!/usr/bin/env python3
+import json, sys
+from pathlib import Path
+args = sys.argv[1:]
+root = Path(args[args.index("--root") + 1])
+(root / "meta").mkdir(parents=True, exist_ok=True)
+info = root / "meta" / "info.json"
+have = json.loads(info.read_text())["total_episodes"] if info.is_file() else 0
+info.write_text(json.dumps({"total_episodes": have + int(args[args.index("--episodes") + 1])}))
+with open(root.parent / "calls.txt", "a") as calls:
+    calls.write(" ".join(args) + "\\n")
+"""
+
+
+def test_a_stage_runs_until_its_result_is_there(tmp_path):
+    """The record stage is two commands (the clean episodes, then the pushed ones): run() runs both."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_RECORD)
+    fake.chmod(0o755)
+    recipe = Recipe(tmp_path / "recipe", RecipeSettings(episodes=5, recovery_episodes=2, encoder=str(tmp_path)),
+                    python=str(fake))
+    state = recipe.run(only=["record"])
+    calls = (tmp_path / "recipe" / "calls.txt").read_text().splitlines()
+    assert len(calls) == 2 and "--action-noise" not in calls[0] and "--action-noise" in calls[1]
+    assert recipe.recorded_episodes() == 7 and state["stages"]["record"]["done"]
+
+
 def test_the_recipe_runs_what_is_missing(tmp_path):
     recipe = Recipe(tmp_path, RecipeSettings(episodes=5, recovery_episodes=2, steps=10, save_every=5), python="python")
     record = recipe.command("record")
     assert "--first-seed" in record and record[record.index("--episodes") + 1] == "5"
+    assert record[record.index("--raw-maps") + 1] == str(tmp_path / "raw_maps")
+    assert record[record.index("--backbone") + 1] == str(tmp_path / "encoder" / "backbone.safetensors")
     (tmp_path / "data" / "meta").mkdir(parents=True)
     (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 3}))
     record = recipe.command("record")
@@ -177,9 +272,20 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     assert recipe.command("encoder") is None
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": False}))
-    assert recipe.command("cache") is not None
+    assert "--raw-maps" not in recipe.command("cache")  # recorded without them: the videos
+    (tmp_path / "raw_maps").mkdir()
+    (tmp_path / "raw_maps" / "maps.json").write_text("{}")
+    assert recipe.command("cache")[-2:] == ["--raw-maps", str(tmp_path / "raw_maps")]
     (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True}))
     assert recipe.command("cache") is None
+    # maps of an earlier, smaller dataset (recorded on since): stale, computed again
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 7, "total_frames": 70}))
+    (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True,
+                                                               "dataset": {"episodes": 5, "frames": 50}}))
+    assert recipe.cache_state() == "stale" and recipe.command("cache") is not None
+    (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True,
+                                                               "dataset": {"episodes": 7, "frames": 70}}))
+    assert recipe.cache_state() == "done" and recipe.command("cache") is None
     act = recipe.command("act")
     assert act[act.index("--steps") + 1] == "10"
     (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model").mkdir(parents=True)
@@ -189,3 +295,8 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
         recipe.command("deploy")
     ablation = Recipe(tmp_path, RecipeSettings(steps=10, environment_state=False), python="python")
     assert "--no-environment-state" in ablation.command("act")
+    shipped = Recipe(tmp_path / "b", RecipeSettings(encoder=str(tmp_path / "encoder")), python="python")
+    assert shipped.command("encoder") is None
+    assert str(tmp_path / "encoder" / "backbone.safetensors") in shipped.command("record")
+    with pytest.raises(FileNotFoundError, match="no backbone.safetensors"):
+        Recipe(tmp_path, RecipeSettings(encoder=str(tmp_path / "nowhere")), python="python").command("encoder")

@@ -10,7 +10,16 @@ import time
 
 import numpy as np
 import pytest
-from arm_helpers import START_RAD, calibration, check_goal_writes, controller, goal_writes, run_ticks, write_calibration
+from arm_helpers import (
+    START_RAD,
+    calibration,
+    check_goal_writes,
+    controller,
+    follower,
+    goal_writes,
+    run_ticks,
+    write_calibration,
+)
 
 from act_node.arm.safety import SafetyConfig
 from act_node.arm.servo_sim import ERROR_OVERHEAT, SimulatedBus
@@ -189,6 +198,34 @@ def test_corrupt_and_dropped_replies_are_survived_when_brief(bus, folder):
     assert bus.stats.replies > 0
     check_goal_writes(bus, control.safety_config)
     control.shutdown()
+
+
+def test_replies_that_come_too_late_are_not_read_as_positions(bus, folder):
+    """The bus stalls through a status read: every servo's reply comes after the SDK gave up, in a burst. Left
+    in the port, those packets (voltage 121, temperature 31) read as Present_Position 8057 in the next sync read,
+    and LeRobot's max_relative_target guard in send_action computed a goal 500 degrees away from them (seen in
+    CI: 'servo 1: goal 7715 outside raw limits')."""
+    arm = follower(bus, folder)
+    arm.configure()
+    start = arm.activate()
+    for then in ("read", "write"):
+        bus.stall(60.0)
+        assert not any(s.answered for s in arm.status())  # every status read timed out
+        bus.stall(0.0)
+        time.sleep(0.1)  # the sim answers the six status requests at once: they wait in the port
+        if then == "read":
+            reading = arm.read()
+            np.testing.assert_allclose(reading.positions, bus.positions_rad(), atol=0.01)
+            assert reading.outside_range == ()
+        else:  # a write with no read just before: LeRobot's guard needs the present position
+            arm.write(start + 0.05)
+            time.sleep(0.1)
+            np.testing.assert_allclose(bus.positions_rad(), start + 0.05, atol=0.02)
+    assert arm.drained_bytes > 0  # the late replies came and were dropped
+    for w in goal_writes(bus):
+        assert bus.register(w.servo_id, "Min_Position_Limit") <= w.value <= bus.register(w.servo_id,
+                                                                                         "Max_Position_Limit")
+    arm.deactivate()
 
 
 def test_a_stuck_motor_latches_on_tracking_error(bus, folder):

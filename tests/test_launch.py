@@ -277,6 +277,63 @@ def exit_event(node, code: int):
                          pid=1)
 
 
+def node_process(marker: str, module: str) -> int | None:
+    """The pid of the graph's live process running `python -m module`."""
+    for pid in graph_processes(marker):
+        try:
+            if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+KILL_GRAPH = ["policy:=expert", "target_source:=truth", "objects:=2", "image_height:=48", "image_width:=64",
+              "record_video:=false", "lockstep_timeout_s:=5"]
+
+
+def run_with_a_kill(tmp_path, *arguments: str) -> tuple[subprocess.Popen, str, list[dict]]:
+    """The expert graph (lockstep, a fraction of a second an episode here) with the expert node SIGKILLed once
+    two episodes are done; returns the finished act-sim process, its log and the episodes' results in order."""
+    results = tmp_path / "results"
+    graph, marker = start_graph(tmp_path, *KILL_GRAPH, f"video_dir:={results}", *arguments)
+    try:
+        end = time.monotonic() + 150
+        while len(list(results.glob("*.json"))) < 2 and time.monotonic() < end and graph.poll() is None:
+            time.sleep(0.01)
+        expert = node_process(marker, "act_node.nodes.expert_node")
+        assert expert is not None
+        os.kill(expert, signal.SIGKILL)
+        graph.wait(timeout=240)
+    finally:
+        if graph.poll() is None:
+            os.killpg(graph.pid, signal.SIGINT)
+        log = finish(graph, marker, tmp_path)
+    episodes = sorted((json.loads(p.read_text()) for p in results.glob("*.json")), key=lambda e: e["episode"])
+    return graph, log, episodes
+
+
+def test_a_killed_node_is_respawned_and_its_episode_counts_as_failed(tmp_path):
+    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "respawn:=true")
+    assert graph.returncode == 0, log[-3000:]
+    assert "node act_expert was killed by SIGKILL; respawning it in 1 s" in log
+    assert "respawning act_expert (respawn:=true)" in log
+    assert [e["episode"] for e in episodes] == list(range(1, 31))  # every episode has its result: none lost
+    interrupted = [e for e in episodes if e["interrupted"]]
+    assert len(interrupted) == 1, [(e["episode"], e["interrupted"]) for e in interrupted]  # the one the kill hit
+    assert not interrupted[0]["success"] and "the policy restarted" in interrupted[0]["interrupted"]
+    assert f"the policy restarted; episode {interrupted[0]['episode']} counts as failed" in log
+    after = [e for e in episodes if e["episode"] > interrupted[0]["episode"]]
+    assert after and all(e["success"] for e in after)  # and drives the rest
+
+
+def test_without_respawn_a_killed_node_ends_the_graph_and_is_named(tmp_path):
+    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30")
+    assert graph.returncode == 1, log[-3000:]
+    assert "node act_expert exited with code -9 while the graph was running; stopping the graph" in log
+    assert 2 <= len(episodes) < 30
+
+
 def test_the_launch_file_declares_every_argument_and_starts_the_described_graph():
     from act_node.nodes.graph import LAUNCH_ARGUMENTS, describe
 
@@ -325,6 +382,25 @@ def test_the_launch_ends_when_the_sim_is_done_or_any_node_fails():
     context._set_is_shutdown(True)  # Ctrl-C: launch's Shutdown came first; exits now are the stop itself
     assert expert_handler.handle(exit_event(expert, 0), context) is None
     assert sim_handler.handle(exit_event(sim, 1), context) is None
+
+
+def test_with_respawn_the_launch_file_restarts_a_node_instead_of_failing():
+    require_launch()
+    from launch.actions import LogInfo
+
+    from launch import LaunchContext
+
+    context = LaunchContext()
+    module, (sim, selector, expert), handlers = launch_file_graph(context, policy="expert", respawn="true")
+    killed = exit_event(expert, -9)
+    handler = next(h for h in handlers if h.matches(killed))
+    said = handler.handle(killed, context)  # no GraphFailed: launch_ros starts it again
+    assert len(said) == 1 and isinstance(said[0], LogInfo)
+    with pytest.raises(module.GraphFailed, match="the sim node exited with code 1"):  # never the sim
+        next(h for h in handlers if h.matches(exit_event(sim, 1))).handle(exit_event(sim, 1), context)
+    for node, respawns in ((sim, False), (selector, True), (expert, True)):
+        assert node._ExecuteLocal__respawn is not None  # the option reaches launch's ExecuteLocal
+        assert node._ExecuteLocal__respawn_delay == (1.0 if respawns else None)
 
 
 def test_two_graphs_in_two_namespaces_of_one_domain_run_as_if_alone(tmp_path):

@@ -108,7 +108,7 @@ def recorded(tmp_path_factory):
     probe = BagProbe(folder / "bag", "MCAP")
     try:
         graph = launch(folder, f"episodes:={len(SEEDS)}", f"first_seed:={SEEDS[0]}", f"record:={folder / 'graph'}",
-                       "repo_id:=local/test")
+                       "repo_id:=local/test", "await_nodes:=bag_probe")  # the bag too hears episode 1 whole
         code = graph.wait(timeout=400)
     finally:
         probe.close()

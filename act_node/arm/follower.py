@@ -11,9 +11,18 @@ Where LeRobot's own lifecycle is not safe enough, this class does the step itsel
   turns torque off servo by servo, collecting the ones that do not answer, then closes the port.
 - `sync_read` drops the servos' error byte; status() reads each servo's voltage, temperature and Status
   register itself and keeps the status packet's error byte.
+- A reply that comes after the SDK's timeout stays in the port and is taken as the answer to the next read:
+  the SDK's clearPort() is serial flush() (it waits for the output; it does not drop the input) and readRx()
+  takes the first packet of the right servo ID whatever its length. A late status reply (Present_Voltage,
+  Present_Temperature: 121 + 31 * 256 = 8057) then reads as Present_Position, and `SOFollower.send_action`,
+  whose `max_relative_target` guard reads the present position again, computes its "safe" goal from it: the
+  second guard moved the goal 500 degrees away (seen on a loaded machine). So: input left in the port is
+  dropped before every read, after a transaction that failed the port is drained until it is quiet, a
+  position that is not a 12-bit value is a failed read, and the guard runs on the tick's own checked reading.
 Reads use raw ticks and act_node.arm.calibration (a mirror of LeRobot's normalisation, checked against it
-in the tests) so that a position outside the calibrated range is seen, not clamped; writes go through
-`SOFollower.send_action` in degrees, with LeRobot's `max_relative_target` (a float) as a second guard.
+in the tests) so that a position outside the calibrated range is seen, not clamped; writes are LeRobot's
+send_action without its second read: `ensure_safe_goal_position` (LeRobot's `max_relative_target`, a float)
+on that reading, then the bus's sync_write of Goal_Position in degrees.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import numpy as np
 
 from act_node import so101
 from act_node.arm.bus_checks import calibration_mismatches, servo_problems
-from act_node.arm.calibration import Calibration, CalibrationError
+from act_node.arm.calibration import RESOLUTION, Calibration, CalibrationError
 from act_node.arm.interface import (
     ArmConfigurationError,
     ArmError,
@@ -37,6 +46,9 @@ from act_node.arm.interface import (
 from act_node.arm.servo_sim import REGISTERS
 
 UNITS = ("degrees", "range_m100_100")  # what a checkpoint's joints can be in (LeRobot < 0.4.4 recorded -100..100)
+DRAIN_QUIET_S = 0.005  # after a failed transaction: the port must stay silent this long ...
+DRAIN_LIMIT_S = 0.05  # ... within this long, everything that came meanwhile dropped
+FRESH_READING_S = 0.1  # write() reuses the last read this recent for LeRobot's guard, else it reads
 
 
 def default_calibration_dir() -> Path:
@@ -59,6 +71,8 @@ class SO101FollowerArm(ArmInterface):
         self.read_retries = read_retries
         self.robot = None
         self.calibration: Calibration | None = None
+        self._last: JointReading | None = None  # the last checked reading (LeRobot's guard runs on it)
+        self.drained_bytes = 0  # late or unasked-for bytes dropped from the port
 
     @property
     def bus(self):
@@ -143,23 +157,77 @@ class SO101FollowerArm(ArmInterface):
             except OSError:
                 pass
 
+    # --- the port's input ----------------------------------------------------------------------------------
+    def _serial(self):
+        return getattr(self.bus.port_handler, "ser", None)
+
+    def _drop_input(self) -> None:
+        """Drop what came unasked since the last transaction (a late reply) before asking anything."""
+        serial = self._serial()
+        try:
+            waiting = serial.in_waiting if serial is not None else 0
+            if waiting:
+                self.drained_bytes += len(serial.read(waiting))
+        except OSError:
+            pass
+
+    def _drain(self) -> None:
+        """After a transaction that failed: the replies it gave up on may still come. Drop input until the port
+        has been silent DRAIN_QUIET_S (at most DRAIN_LIMIT_S)."""
+        serial = self._serial()
+        if serial is None:
+            return
+        began = quiet_since = time.monotonic()
+        try:
+            while time.monotonic() - began < DRAIN_LIMIT_S:
+                waiting = serial.in_waiting
+                if waiting:
+                    self.drained_bytes += len(serial.read(waiting))
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+                    return
+                time.sleep(0.001)
+        except OSError:
+            pass
+
     # --- read and write ------------------------------------------------------------------------------------
     def read(self) -> JointReading:
+        self._drop_input()
         started = time.time()
         try:
             raw = self.bus.sync_read("Present_Position", normalize=False, num_retry=self.read_retries)
         except (ConnectionError, RuntimeError, OSError) as error:
+            self._drain()
             raise ArmReadError(f"reading Present_Position failed: {error}") from None
         finished = time.time()
         ticks = np.array([raw[name] for name in so101.JOINT_NAMES], dtype=np.int64)
-        return JointReading(self.calibration.to_radians(ticks), (started + finished) / 2, ticks,
-                            tuple(self.calibration.outside_range(ticks)))
+        wrong = [f"{name} {int(t)}" for name, t in zip(so101.JOINT_NAMES, ticks) if not 0 <= t < RESOLUTION]
+        if wrong:  # another register's reply taken for this one: nothing of this read can be trusted
+            self._drain()
+            raise ArmReadError(f"Present_Position is not a 12-bit position ({', '.join(wrong)} ticks): a late or "
+                               f"foreign reply was read; the port was drained")
+        reading = JointReading(self.calibration.to_radians(ticks), (started + finished) / 2, ticks,
+                               tuple(self.calibration.outside_range(ticks)))
+        self._last = reading
+        return reading
 
     def write(self, goal_rad: np.ndarray) -> None:
+        """Goal_Position in LeRobot's units through the bus's sync write, after LeRobot's max_relative_target
+        guard (its ensure_safe_goal_position) on the last checked reading: SOFollower.send_action without its
+        unchecked second read."""
+        from lerobot.robots.utils import ensure_safe_goal_position
+
         values = so101.to_lerobot(np.asarray(goal_rad, float))
-        action = {f"{name}.pos": float(v) for name, v in zip(so101.JOINT_NAMES, values)}
+        goal = {name: float(v) for name, v in zip(so101.JOINT_NAMES, values)}
+        if self.max_relative_target_deg is not None:
+            reading = self._last
+            if reading is None or time.time() - reading.stamp_s > FRESH_READING_S:
+                reading = self.read()
+            present = so101.to_lerobot(reading.positions)
+            goal = ensure_safe_goal_position({name: (goal[name], float(p)) for name, p in
+                                              zip(so101.JOINT_NAMES, present)}, self.max_relative_target_deg)
         try:
-            self.robot.send_action(action)
+            self.bus.sync_write("Goal_Position", goal)
         except (ConnectionError, RuntimeError, OSError) as error:
             raise ArmError(f"writing Goal_Position failed: {error}") from None
 
@@ -181,10 +249,12 @@ class SO101FollowerArm(ArmInterface):
         address = REGISTERS["Present_Voltage"][0]
         size = REGISTERS["Status"][0] - address + 1
         statuses = []
+        self._drop_input()
         for name, motor in self.bus.motors.items():
             data, comm, error = self.bus.packet_handler.readTxRx(self.bus.port_handler, motor.id, address, size)
             if comm != 0 or len(data) < size:
                 statuses.append(ServoStatus(name, False))
+                self._drain()  # its reply may still come: not into the next servo's read
                 continue
             statuses.append(ServoStatus(name, True, int(error) | data[-1], data[0] / 10.0, float(data[1])))
         return statuses

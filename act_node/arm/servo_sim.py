@@ -148,6 +148,7 @@ class ServoFaults:
     silent: bool = False  # answers nothing: unplugged, dead, or a wrong ID
     corrupt: bool = False  # answers with a wrong checksum
     drop_replies: int = 0  # the next N replies are lost (a glitch)
+    late_s: float = 0.0  # replies leave this late: past the host's timeout they arrive while it reads the next one
     stuck: bool = False  # the horn does not follow the goal (a jammed gear)
     error_bits: int = 0  # ERROR_* flags in every reply and in the Status register
     position_bias: int = 0  # ticks added to Present_Position (a slipped horn, a calibration that no longer fits)
@@ -237,6 +238,7 @@ class SimulatedBus:
         self._buffer = bytearray()
         self._last_s = time.monotonic()
         self._running = False
+        self._stalled_until = 0.0
         self._threads: list[threading.Thread] = []
         self._present(self.physics.positions(), 0.0)
         for servo in self.servos.values():  # goal = present, as a servo after power-on
@@ -341,12 +343,18 @@ class SimulatedBus:
                 servo.set("Status", servo.faults.error_bits)
 
     # --- serving ---------------------------------------------------------------------------------------------
+    def stall(self, seconds: float) -> None:
+        """Answer nothing for `seconds` (0: from now on again), then everything asked meanwhile at once, in
+        order: a host or USB adapter that stalled. Replies the host has stopped waiting for arrive in a burst."""
+        self._stalled_until = time.monotonic() + max(0.0, seconds)
+
     def _serve(self) -> None:
         while self._running:
             try:
-                ready, _, _ = select.select([self._master], [], [], 0.05)
+                ready, _, _ = select.select([self._master], [], [], 0.005 if self._buffer else 0.05)
                 if ready:
                     self._buffer += os.read(self._master, 4096)
+                if self._buffer and time.monotonic() >= self._stalled_until:  # stalled: requests wait
                     self._handle_packets()
             except OSError:  # the pty went away while closing
                 return
@@ -387,7 +395,22 @@ class SimulatedBus:
         if servo.faults.corrupt:
             total ^= 0x5A
         self.stats.replies += 1
-        return b"\xff\xff" + body + bytes([total])
+        packet = b"\xff\xff" + body + bytes([total])
+        if servo.faults.late_s > 0:
+            self._send_later(packet, servo.faults.late_s)
+            return b""
+        return packet
+
+    def _send_later(self, packet: bytes, delay_s: float) -> None:
+        def send() -> None:
+            try:
+                os.write(self._master, packet)
+            except OSError:  # the bus was closed meanwhile
+                pass
+
+        timer = threading.Timer(delay_s, send)
+        timer.daemon = True
+        timer.start()
 
     def _answer(self, servo_id: int, instruction: int, params: bytes) -> bytes:
         if instruction == SYNC_WRITE:

@@ -44,6 +44,9 @@ RECORD_ARGUMENTS = {
     "repo_id": ("local/act_node_demonstrations", "record: the dataset's repo id"),
     "resume": ("false", "record: append to the dataset at record:= instead of starting one"),
     "keep_failures": ("false", "record, sim: keep the episodes that failed too"),
+    "await_nodes": ("", "sim: node names, comma-separated, that must subscribe the joint command, joint states and "
+                        "cameras before the first episode starts, besides the recorder (a `ros2 bag record` of them "
+                        "is rosbag2_recorder)"),
 }
 LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS, **RECORD_ARGUMENTS}
 NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -53,6 +56,7 @@ SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", 
                   "lockstep_timeout_s", "camera_every", "renderer")
 STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
 START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
+RESPAWN_DELAY_S = 1.0  # respawn:=true: a node that exited starts again this long after
 
 
 @dataclass
@@ -63,6 +67,7 @@ class NodeSpec:
     parameters: dict = field(default_factory=dict)
     remappings: list[tuple[str, str]] = field(default_factory=list)
     namespace: str = ""  # "" (the root) or "/name": every relative topic and the node itself live in it
+    respawn: bool = False  # restarted RESPAWN_DELAY_S after it exits (respawn:=true; never the sim)
 
 
 def namespace_of(text: str) -> str:
@@ -100,8 +105,13 @@ def describe(**overrides: str) -> list[NodeSpec]:
     else:
         raise ValueError(f"robot must be 'sim' or 'so101', got {robot['robot']!r}")
     nodes += _recording_nodes(config, robot, recording)
-    if recording["record"] and robot["robot"] == "sim":
-        nodes[0].parameters["await_subscriber"] = "act_recorder"  # the first episode waits for the recorder
+    awaited = [name.strip() for name in recording["await_nodes"].split(",") if name.strip()]
+    if recording["record"]:
+        awaited.insert(0, "act_recorder")
+    if awaited and robot["robot"] == "sim":  # the first episode waits for them: none of its frames goes unheard
+        nodes[0].parameters["await_subscriber"] = ",".join(awaited)
+    for node in nodes[1:]:  # the sim's exit is the graph's end, and the arm node is not restarted blindly
+        node.respawn = config.respawn and node.name != "act_so101"
     return _placed(nodes, namespace)
 
 
@@ -239,8 +249,10 @@ def run_processes(specs: list[NodeSpec], timeout_s: float | None = None) -> int:
     Then every node still running gets SIGINT, SIGTERM after STOP_S, SIGKILL after another STOP_S; the
     nodes get SIGTERM from the kernel should this process die first (Linux). The exit code: the sim's
     (0: the episodes ran), the failed node's, 124 for the timeout, 128 + the number of the signal.
+    A node whose spec says `respawn` (respawn:=true) is started again RESPAWN_DELAY_S after it exits,
+    as launch_ros's respawn does, instead of ending the graph.
     """
-    graph = _Processes(sim=specs[0].name)
+    graph = _Processes(sim=specs[0].name, specs=specs)
     previous = {number: signal.signal(number, graph.on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         for spec in reversed(specs):  # the sim last, so the others are listening when it starts
@@ -261,10 +273,13 @@ def run_processes(specs: list[NodeSpec], timeout_s: float | None = None) -> int:
 class _Processes:
     """The node processes of one graph, and what ended it (an exit code) once something has."""
 
-    def __init__(self, sim: str):
+    def __init__(self, sim: str, specs: list[NodeSpec] = ()):
         self.sim = sim
+        self.specs = {spec.name: spec for spec in specs}
         self.running: list[tuple[str, subprocess.Popen]] = []
         self.received: int | None = None
+        self.respawn_at: dict[str, float] = {}  # name -> when it starts again
+        self.respawns = 0
         self._kill_with_parent = _parent_death_signal() if sys.platform == "linux" else None
 
     def on_signal(self, number: int, _frame) -> None:
@@ -274,6 +289,7 @@ class _Processes:
     def start(self, spec: NodeSpec) -> None:
         command = [sys.executable, "-m", spec.module, *ros_arguments(spec)]
         environment = {**os.environ, **profile_environment()}  # large camera frames arrive whole (act_node.dds)
+        self.running = [(name, process) for name, process in self.running if name != spec.name]
         self.running.append((spec.name, subprocess.Popen(command, env=environment,
                                                          preexec_fn=self._kill_with_parent)))
 
@@ -291,9 +307,21 @@ class _Processes:
         if self.received is not None:  # first: a Ctrl-C reaches the sim too, which may exit 0 at once
             _say(f"stopped by {signal.Signals(self.received).name}")
             return 128 + self.received
+        now = time.monotonic()
+        for name, due in list(self.respawn_at.items()):
+            if now >= due:
+                del self.respawn_at[name]
+                self.respawns += 1
+                _say(f"respawning {name} (respawn:=true)")
+                self.start(self.specs[name])
         for name, process in self.running:
             code = process.poll()
-            if code is None:
+            if code is None or name in self.respawn_at:
+                continue
+            if name != self.sim and name in self.specs and self.specs[name].respawn:
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
+                self.respawn_at[name] = now + RESPAWN_DELAY_S
                 continue
             if name == self.sim:
                 if code != 0:

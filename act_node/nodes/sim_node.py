@@ -9,7 +9,11 @@ target on /target/point itself, and the graph has no selector).
 
 Clocks: `lockstep` steps when the action for this tick is in: a chunk's arrival triggers the stepping,
 nothing polls; while it waits, the observation goes out again every `republish_s` (a late joiner may have
-missed it), and after `lockstep_timeout_s` of wall time it holds and says so. `realtime` steps on a
+missed it). Before the first chunk (the policy loads its checkpoint) it holds one tick each `lockstep_timeout_s`
+of wall time; after it, `lockstep_timeout_s` without an action (a policy that died, say) it says so once and holds
+the arm, stepping at fps, until actions come again (a respawned policy hears the latched episode start and
+target and answers the re-sent observations): never a hang. Such an episode counts as failed, with the
+reason in its result's `interrupted`. `realtime` steps on a
 wall-clock timer at fps. Episodes start on ~/reset (next seed), on /target/request (a kind), or by
 themselves (`autostart`), and end on success or the step limit; after the last, the node's `done` future
 completes and the process exits with 0.
@@ -20,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,9 +95,9 @@ class SimNode(Node):
         values = declare_all(self, [from_config(name, changeable=name in CHANGEABLE) for name in SIM_PARAMETERS] + [
             Spec("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
             Spec("autostart", True, "start the first episode by itself"),
-            Spec("await_subscriber", "", "autostart only once the node of this name subscribes act/joint_command, "
-                 "joint_states and the cameras (record:= waits for act_recorder, so no frame of the first episode "
-                 "goes unheard; '': no wait)"),
+            Spec("await_subscriber", "", "autostart only once the nodes of these names (comma-separated) subscribe "
+                 "act/joint_command, joint_states and the cameras (record:= waits for act_recorder, so no frame of the "
+                 "first episode goes unheard; await_nodes:= adds others; '': no wait)"),
             Spec("command_source", "policy", "policy: execute act/action_chunk (a policy or the expert); leader: "
                  "follow leader/joint_states (a person on a leader arm), through the same executor",
                  choices=COMMAND_SOURCES)])
@@ -158,6 +162,12 @@ class SimNode(Node):
             self.timer = self.create_timer(self.republish_s, self.on_waiting)
             self.stepper = self.create_guard_condition(self.step_while_ready)
         self.waiting_since = time.monotonic()
+        self.stalled: tuple[float, int] | None = None  # lockstep with no action: (since, ticks held since)
+        self.heard_driver = False  # a chunk came since the node started (before: the policy is still loading)
+        self.chunk_sequence = 0  # the last chunk's publication sequence number (a new publisher starts at 1)
+        self.driver_restarts = 0
+        self.episode_restart = 0  # the episode in which the driver restarted (0: none)
+        self.episode_stalled = 0  # ticks of this episode held that way
         self.realtime = RealtimeClock(self.config.fps)
         self.closed = False
         self.counts = SimCounts()
@@ -165,8 +175,10 @@ class SimNode(Node):
         self.diagnostics = Diagnostics(self, "table-top sim", self.fill_diagnostics)
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         self.await_subscriber = values["await_subscriber"]
-        if values["autostart"] and self.await_subscriber:
-            self.log.info(f"waiting for {self.await_subscriber} on act/joint_command before the first episode")
+        self.awaited = [name.strip() for name in self.await_subscriber.split(",") if name.strip()]
+        if values["autostart"] and self.awaited:
+            self.log.info(f"waiting for {', '.join(self.awaited)} on act/joint_command, joint_states and the cameras "
+                          "before the first episode")
             self.awaiting = self.create_timer(0.1, self.start_once_recorded)
         elif values["autostart"]:
             self.start_episode()
@@ -174,8 +186,8 @@ class SimNode(Node):
     def start_once_recorded(self) -> None:
         # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images
         for publisher in (self.command_pub, self.joint_pub, *self.image_pubs.values()):
-            listeners = self.get_subscriptions_info_by_topic(publisher.topic_name)
-            if not any(info.node_name == self.await_subscriber for info in listeners):
+            listeners = {info.node_name for info in self.get_subscriptions_info_by_topic(publisher.topic_name)}
+            if not set(self.awaited) <= listeners:
                 return
         self.destroy_timer(self.awaiting)
         with self.lock:
@@ -213,6 +225,8 @@ class SimNode(Node):
     def start_episode(self, request: str | None = None) -> dict:
         start = self.sim.start_episode(request)
         self.frames = []
+        self.stalled, self.episode_stalled = None, 0  # a new episode waits lockstep_timeout_s again
+        self.episode_restart = 0
         self.start_pub.publish(episode_start_message(start.stamp_s, start.info()))
         objects = [(o.kind, o.position[0], o.position[1], o.yaw, o.height_m, o.footprint_m) for o in start.objects]
         self.scene_pub.publish(scene_markers(objects, start.stamp_s, start.episode))
@@ -225,6 +239,14 @@ class SimNode(Node):
         return start.info()
 
     def end_episode(self, result: EpisodeResult) -> None:
+        reasons = []
+        if self.episode_stalled:
+            reasons.append(f"held {self.episode_stalled} ticks with no action (none within lockstep_timeout_s "
+                           f"{self.lockstep_timeout_s:g} s: a node died or stalled)")
+        if self.episode_restart == result.episode:
+            reasons.append("the policy restarted during the episode (its chunks came from a new publisher)")
+        if reasons:  # what the policy did not drive as one run is not its success
+            result = replace(result, success=False, interrupted="; ".join(reasons))
         self.counts.episodes_done += 1
         self.counts.successes += bool(result.success)
         self.counts.clamped_ticks += result.clamped_ticks
@@ -288,8 +310,19 @@ class SimNode(Node):
                 return
             self.sim.add_chunk(self.sim.now_s, hold_chunk(leader[1], self.sim.now_s, self.config.fps).actions)
 
-    def on_chunk(self, message: bytes) -> None:
+    def on_chunk(self, message: bytes, info: dict) -> None:
         self.counts.chunks_received += 1
+        self.heard_driver = True
+        sequence = (info or {}).get("publication_sequence_number") or 0
+        if sequence and self.chunk_sequence and sequence <= self.chunk_sequence:
+            # a publisher's numbers only grow: this is another one, the driver started again (respawned)
+            self.driver_restarts += 1
+            with self.lock:
+                if self.sim.running and not self.episode_restart:
+                    self.episode_restart = self.sim.episode
+                    self.log.warn(f"the chunks come from a new publisher (sequence {self.chunk_sequence} then "
+                                  f"{sequence}): the policy restarted; episode {self.sim.episode} counts as failed")
+        self.chunk_sequence = sequence or self.chunk_sequence
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
             dropped = self.sim.add_chunk(stamp_s, actions)
@@ -313,6 +346,9 @@ class SimNode(Node):
         with self.lock:
             if self.closed or not self.sim.ready():
                 return
+            if self.stalled is not None:
+                self.log.info(f"actions again at t={self.sim.now_s:.3f} s after {self.stalled[1]} held ticks")
+                self.stalled = None
             self._step()
             if self.sim.ready():
                 self.stepper.trigger()
@@ -321,16 +357,39 @@ class SimNode(Node):
         """Lockstep, every `republish_s` of wall time: say the observation again while waiting; after the
         timeout, hold for a tick."""
         with self.lock:
-            if self.closed or not self.sim.running or self.sim.ready():
+            if self.closed or not self.sim.running:
                 return
-            waited = time.monotonic() - self.waiting_since
-            if waited < self.lockstep_timeout_s:
-                self.publish_observation(record=False)
+            if self.sim.ready():  # the next action is in (a chunk held for a later tick, say): lockstep steps it
+                self.stepper.trigger()
                 return
-            self.log.warn(f"no action for t={self.sim.now_s:.3f} s after {waited:.1f} s: holding",
-                          throttle_duration_sec=5.0)
-            self.counts.lockstep_timeouts += 1
-            self._step()
+            now = time.monotonic()
+            if self.stalled is None:
+                waited = now - self.waiting_since
+                if waited < self.lockstep_timeout_s:
+                    self.publish_observation(record=False)
+                    return
+                if not self.heard_driver:  # no chunk yet: a policy loading its checkpoint on a busy machine
+                    self.log.warn(f"no chunk yet for t={self.sim.now_s:.3f} s after {waited:.1f} s: holding a tick "
+                                  "each lockstep_timeout_s until the policy (or the expert) answers",
+                                  throttle_duration_sec=10.0)
+                    self.counts.lockstep_timeouts += 1
+                    self._step()
+                    return
+                self.stalled = (now, 0)
+                self.log.warn(f"no action for t={self.sim.now_s:.3f} s after {waited:.1f} s: holding the arm at "
+                              f"{self.config.fps} fps until actions come again; episode {self.sim.episode} counts "
+                              "as failed")
+            since, held = self.stalled
+            for _ in range(int((now - since) * self.config.fps) + 1 - held):  # the ticks due at fps
+                if self.closed or not self.sim.running or self.sim.ready():
+                    break
+                self.counts.lockstep_timeouts += 1
+                self.episode_stalled += 1
+                held += 1
+                self.stalled = (since, held)
+                self._step()
+            if self.sim.running and self.sim.ready():  # a chunk that came for a later tick is due now
+                self.stepper.trigger()
 
     def step_once(self) -> None:
         """Realtime: the ticks the wall clock says are due (stepping.RealtimeClock), normally one per timer call."""
@@ -377,7 +436,7 @@ class SimNode(Node):
             "late_chunks": counts.late_chunks, "late_steps": counts.late_steps,
             "held_ticks": sum(counts.holds.values()), "holds": counts.holds,
             "clamped_ticks": counts.clamped_ticks + (sim.clamped_ticks if sim.running else 0),
-            "lockstep_timeouts": counts.lockstep_timeouts,
+            "lockstep_timeouts": counts.lockstep_timeouts, "driver_restarts": self.driver_restarts,
         })
 
     def publish_observation(self, record: bool = True) -> None:

@@ -13,8 +13,14 @@ Layout of OUT: maps_<camera>.npy (N, 512, h, w) float16 in dataset-index order; 
 BLOCK frames, each saved as it ends (OUT/partial/<camera>_NNNN.npy), so a stopped run resumes at the first
 block missing; another dataset or backbone in the same OUT is refused.
 
-Images come from the dataset's own videos, decoded in order with PyAV (what LeRobot's pyav backend decodes),
-converted as LeRobot converts them: float32 RGB in [0, 1], channels first.
+Where the maps come from. The videos are AV1 at crf 30: a decoded frame is not the frame the simulator drew,
+and its maps are not the maps of what the policy sees at run time (raw renders, through the sim node or the
+evaluator). Measured on the recipe's data: the same frame's layer4 maps differ by 8% (front) and 16% (wrist)
+in relative norm between the raw render and its decoded video frame, against 11% between the front camera's
+frames 0 and 30 of one episode. So `act-sim record --raw-maps DIR` runs the backbone on the raw renders while
+it records (RawMaps: one DIR/episode_NNNNNN.npz a saved episode) and this stage, given that DIR, assembles
+those; without it, it decodes the videos (PyAV, what LeRobot's pyav backend decodes) and says so in
+cache.json ("source").
 """
 
 from __future__ import annotations
@@ -142,15 +148,113 @@ def act_backbone(backbone_path: Path) -> torch.nn.Module:
     return policy.model.backbone.eval()
 
 
-def cache_maps(dataset_root: Path, backbone_path: Path, out: Path, repo_id: str = "local/dataset") -> dict:
-    """Write OUT/maps_<camera>.npy for every camera of the dataset (resumable); returns cache.json's content."""
+class RawMaps:
+    """The backbone's maps of the raw renders, one file an episode, written while `record()` records.
+
+    record() calls add(observation) for every frame it gives the dataset, discard() when it drops the episode
+    in progress and save(index) just before LeRobot saves it as episode `index` (so a stop between the two
+    leaves a file that the next save of that index overwrites, never an episode without its maps).
+    DIR/maps.json pins the backbone (sha256); a DIR of another backbone is refused."""
+
+    def __init__(self, out: Path, backbone_path: Path, batch: int = BATCH):
+        self.out, self.backbone_path, self.batch = Path(out), Path(backbone_path), batch
+        if not self.backbone_path.is_file():
+            raise FileNotFoundError(f"no backbone at {self.backbone_path} (--raw-maps needs the encoder's "
+                                    "backbone.safetensors)")
+        self.sha256 = file_sha256(self.backbone_path)
+        self.out.mkdir(parents=True, exist_ok=True)
+        described = self.out / "maps.json"
+        if described.is_file():
+            there = json.loads(described.read_text()).get("backbone_sha256")
+            if there != self.sha256:
+                raise ValueError(f"{self.out} holds maps of another backbone (sha256 {there}, this one "
+                                 f"{self.sha256}): use another directory, or delete it")
+        else:
+            described.write_text(json.dumps({"backbone": str(self.backbone_path.resolve()),
+                                             "backbone_sha256": self.sha256}, indent=1) + "\n")
+        self.backbone = act_backbone(self.backbone_path)
+        self.frames: dict[str, list[np.ndarray]] = {}
+
+    def add(self, observation: dict) -> None:
+        pixels = observation.get("pixels") or {}
+        if not pixels:
+            raise ValueError("raw maps need camera images: the observation has none (record with --cameras)")
+        if self.frames and set(pixels) != set(self.frames):
+            raise ValueError(f"cameras changed within an episode: {sorted(self.frames)} then {sorted(pixels)}")
+        for camera, image in pixels.items():
+            self.frames.setdefault(camera, []).append(np.array(image, dtype=np.uint8, copy=True))
+
+    def discard(self) -> None:
+        self.frames = {}
+
+    def path(self, episode_index: int) -> Path:
+        return self.out / f"episode_{episode_index:06d}.npz"
+
+    def save(self, episode_index: int) -> None:
+        if not self.frames:
+            raise ValueError(f"episode {episode_index}: no frames to compute maps of")
+        maps = {camera: backbone_maps(self.backbone, np.stack(images), self.batch)
+                for camera, images in self.frames.items()}
+        partial = self.path(episode_index).with_suffix(".partial.npz")
+        np.savez(partial, **maps)
+        os.replace(partial, self.path(episode_index))
+        self.frames = {}
+
+
+def episode_lengths(dataset_root: Path) -> np.ndarray:
+    """Frames per episode, in episode order, from the dataset's data parquet files."""
+    import pyarrow.parquet as pq
+
+    paths = sorted((Path(dataset_root) / "data").rglob("*.parquet"))
+    if not paths:
+        return np.zeros(0, dtype=np.int64)
+    indices = np.concatenate([pq.read_table(path, columns=["episode_index"])["episode_index"].to_numpy()
+                              for path in paths])
+    return np.bincount(indices.astype(np.int64))
+
+
+def assemble_raw_maps(raw: Path, dataset: DatasetFrames, sha256: str, camera: str) -> np.ndarray:
+    """One camera's maps (N, 512, h, w) in dataset-index order from RawMaps files; ValueError names the first
+    episode missing or of the wrong length, or another backbone."""
+    raw = Path(raw)
+    described = raw / "maps.json"
+    if not described.is_file():
+        raise FileNotFoundError(f"{raw} holds no raw maps (maps.json missing): record with --raw-maps {raw}")
+    there = json.loads(described.read_text()).get("backbone_sha256")
+    if there != sha256:
+        raise ValueError(f"{raw} holds maps of another backbone (sha256 {there}, the cache's {sha256})")
+    lengths = episode_lengths(dataset.root)
+    if len(lengths) != dataset.episodes or int(lengths.sum()) != dataset.frames:
+        raise ValueError(f"{dataset.root}: its data files hold {len(lengths)} episodes and {int(lengths.sum())} "
+                         f"frames, its info.json {dataset.episodes} and {dataset.frames}")
+    blocks = []
+    for index, length in enumerate(tqdm(lengths, desc=f"raw maps {camera}", unit="episode")):
+        path = raw / f"episode_{index:06d}.npz"
+        if not path.is_file():
+            raise ValueError(f"episode {index} has no raw maps ({path} missing): recorded without --raw-maps? "
+                             "cache from the videos instead (leave --raw-maps out)")
+        with np.load(path) as stored:
+            if camera not in stored:
+                raise ValueError(f"{path} has no maps of camera {camera!r} (it has {sorted(stored)})")
+            maps = stored[camera]
+        if len(maps) != length:
+            raise ValueError(f"{path}: {len(maps)} frames of maps, the dataset's episode {index} has {length}")
+        blocks.append(maps)
+    return np.concatenate(blocks)
+
+
+def cache_maps(dataset_root: Path, backbone_path: Path, out: Path, repo_id: str = "local/dataset",
+               raw_maps: Path | None = None) -> dict:
+    """Write OUT/maps_<camera>.npy for every camera of the dataset (resumable); returns cache.json's content.
+    With `raw_maps` (a RawMaps directory) the maps of the raw renders, else those of the decoded videos."""
     dataset = DatasetFrames.read(dataset_root)
     if not Path(backbone_path).is_file():
         raise FileNotFoundError(f"no backbone at {backbone_path}: run the encoder stage first")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     wanted = {"dataset": dataset.fingerprint(), "backbone": str(Path(backbone_path).resolve()),
-              "backbone_sha256": file_sha256(Path(backbone_path))}
+              "backbone_sha256": file_sha256(Path(backbone_path)),
+              "source": "raw renders" if raw_maps is not None else "decoded video"}
     described = out / "cache.json"
     if described.is_file():
         there = json.loads(described.read_text())
@@ -160,12 +264,17 @@ def cache_maps(dataset_root: Path, backbone_path: Path, out: Path, repo_id: str 
         if all((out / f"maps_{camera_name(key)}.npy").is_file() for key in dataset.cameras):
             return there
     described.write_text(json.dumps({**wanted, "complete": False}, indent=1) + "\n")
-    backbone = act_backbone(Path(backbone_path))
+    backbone = act_backbone(Path(backbone_path)) if raw_maps is None else None
     partial = out / "partial"
     for key in dataset.cameras:
         name = camera_name(key)
         final = out / f"maps_{name}.npy"
         if final.is_file():
+            continue
+        if raw_maps is not None:
+            scratch = final.with_name(final.stem + ".tmp.npy")
+            np.save(scratch, assemble_raw_maps(Path(raw_maps), dataset, wanted["backbone_sha256"], name))
+            os.replace(scratch, final)
             continue
         images = decode_camera(dataset.root, key, repo_id)
         partial.mkdir(exist_ok=True)
@@ -207,8 +316,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dataset", required=True, help="LeRobotDataset root with the camera videos")
     parser.add_argument("--backbone", required=True, help="backbone.safetensors of the encoder stage")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--raw-maps", default=None, help="the maps of the raw renders that act-sim record "
+                        "--raw-maps wrote (default: decode the videos)")
     args = parser.parse_args(argv)
-    print(json.dumps(cache_maps(Path(args.dataset), Path(args.backbone), Path(args.out)), indent=1))
+    try:
+        content = cache_maps(Path(args.dataset), Path(args.backbone), Path(args.out),
+                             raw_maps=Path(args.raw_maps) if args.raw_maps else None)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"python -m act_node.vision.cache: {error}") from None
+    print(json.dumps(content, indent=1))
 
 
 if __name__ == "__main__":
