@@ -161,34 +161,30 @@ class SO101FollowerArm(ArmInterface):
     def _serial(self):
         return getattr(self.bus.port_handler, "ser", None)
 
-    def _drop_input(self) -> None:
-        """Drop what came unasked since the last transaction (a late reply) before asking anything."""
+    def _drop_input(self) -> int:
+        """Drop what came unasked since the last transaction (a late reply) before asking anything; returns
+        how many bytes."""
         serial = self._serial()
         try:
             waiting = serial.in_waiting if serial is not None else 0
-            if waiting:
-                self.drained_bytes += len(serial.read(waiting))
+            dropped = len(serial.read(waiting)) if waiting else 0
         except OSError:
-            pass
+            return 0
+        self.drained_bytes += dropped
+        return dropped
 
     def _drain(self) -> None:
         """After a transaction that failed: the replies it gave up on may still come. Drop input until the port
         has been silent DRAIN_QUIET_S (at most DRAIN_LIMIT_S)."""
-        serial = self._serial()
-        if serial is None:
+        if self._serial() is None:
             return
         began = quiet_since = time.monotonic()
-        try:
-            while time.monotonic() - began < DRAIN_LIMIT_S:
-                waiting = serial.in_waiting
-                if waiting:
-                    self.drained_bytes += len(serial.read(waiting))
-                    quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
-                    return
-                time.sleep(0.001)
-        except OSError:
-            pass
+        while time.monotonic() - began < DRAIN_LIMIT_S:
+            if self._drop_input():
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+                return
+            time.sleep(0.001)
 
     # --- read and write ------------------------------------------------------------------------------------
     def read(self) -> JointReading:
