@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -171,7 +170,7 @@ def record_shard(settings: dict, repo_id: str, start: int, stop: int, options: d
     ({} when no episode was kept) with the seeds it kept and those it could not plan."""
     import torch
 
-    from act_node.record import SeedRecord, record
+    from act_node.record import SeedRecord, TooFewEpisodes, record
 
     torch.set_num_threads(1)  # one core, as declared
     env = _env(settings)
@@ -180,13 +179,9 @@ def record_shard(settings: dict, repo_id: str, start: int, stop: int, options: d
         try:
             summary = record(env, repo_id, root, stop - start, first_seed=start, max_attempts=stop - start,
                              **options)
-            unplannable = summary.unplannable_seeds
-        except RuntimeError as error:
-            # fewer kept than tried: record() raises so only after finalizing, the shard holding those it kept
-            found = re.search(r"of which unplannable: \[([^\]]*)\]", str(error))
-            if getattr(error, "__notes__", None) or not str(error).startswith("only "):
-                raise
-            unplannable = [int(value) for value in found.group(1).split(",") if value.strip()] if found else []
+        except TooFewEpisodes as error:  # fewer kept than tried: raised after finalizing, the shard holds them
+            summary = error.summary
+        unplannable = summary.unplannable_seeds
         seeds = SeedRecord.read(root)
         return {"start": start, "stop": stop, "episode_seeds": seeds.episode_seeds,
                 "episode_noise": seeds.episode_noise, "unplannable": unplannable,

@@ -154,6 +154,15 @@ class SeedRecord:
         os.replace(partial, path)
 
 
+class TooFewEpisodes(RuntimeError):
+    """Fewer episodes succeeded than asked for within the seeds tried; raised after the dataset was finalized,
+    holding those kept. `summary` says what was recorded (a Ray shard uses it: act_node.distributed)."""
+
+    def __init__(self, message: str, summary: RecordSummary):
+        super().__init__(message)
+        self.summary = summary
+
+
 class ResumeRefused(ValueError):
     """The dataset at the root cannot be continued by this run; the message says why."""
 
@@ -236,9 +245,9 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                             time.perf_counter() - started, unplannable, dataset.meta.total_episodes,
                             dataset.meta.total_frames, stop.signal_name, dropped)
     if recorded < episodes and stop.signal_name is None:
-        raise RuntimeError(f"only {recorded} of {episodes} episodes succeeded in {attempts} seeds "
-                           f"(failed seeds: {skipped}, of which unplannable: {unplannable}); "
-                           f"the dataset at {root} holds those {recorded}")
+        raise TooFewEpisodes(f"only {recorded} of {episodes} episodes succeeded in {attempts} seeds "
+                             f"(failed seeds: {skipped}, of which unplannable: {unplannable}); "
+                             f"the dataset at {root} holds those {recorded}", summary)
     return summary
 
 
