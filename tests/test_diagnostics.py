@@ -55,11 +55,15 @@ class Probe(Node):
         status = self.status(node)
         return {} if status is None else {kv.key: kv.value for kv in status.values}
 
-    def observe(self, joints_s: float, images_s: float | None = None, cameras=("front", "wrist")) -> None:
+    def observe(self, joints_s: float, images_s: float | None = None, cameras=("front", "wrist"),
+                joints: bool = True) -> None:
+        """Frames of `cameras` at `images_s` (default: `joints_s`) and, with `joints`, joint states at `joints_s`."""
         for camera in cameras:
             image = messages.image_message(np.full((*TINY_IMAGE, 3), 90, np.uint8),
                                            joints_s if images_s is None else images_s, f"{camera}_optical")
             self.images[camera].publish(image)
+        if not joints:
+            return
         state = messages.joint_state_message(np.zeros(6), np.zeros(6), joints_s)
         state.name = list(so101.JOINT_NAMES)
         self.joints.publish(state)
@@ -152,6 +156,29 @@ def test_a_camera_that_stops_is_reported_stale_and_answered_again_when_it_return
     probe.observe(back)
     assert answered(probe, back), "no chunk once the camera was back"
     assert wait_for(lambda: "camera/front" not in probe.values(node)["stale_inputs"], 8.0)
+
+
+def test_joint_states_at_half_the_camera_rate_answer_only_the_frames_they_match(policy):
+    """An arm driver publishing joint_states at 15 Hz beside 30 Hz cameras: a frame without joints of its
+    stamp (within skew_s) is never paired with the joints of another tick; the frames that have them are
+    answered, and the joints are not reported stale."""
+    node, probe = policy
+    good = fresh()
+    probe.observe(good)
+    assert answered(probe, good)
+    probe.chunks.clear()
+    stamps = [fresh(1 / 30) for _ in range(40)]
+    for k, stamp in enumerate(stamps):
+        if k % 2 == 0:
+            probe.observe(stamp)  # the cameras and the joints
+        else:
+            probe.observe(stamp, cameras=("front", "wrist"), joints=False)
+        time.sleep(1 / 30)
+    assert answered(probe, stamps[-2]), f"the last frame with joints was not answered: {probe.values(node)}"
+    with_joints = stamps[0::2]
+    assert probe.chunks and all(any(c == pytest.approx(s) for s in with_joints) for c in probe.chunks), \
+        "a chunk for a frame that had no joint state of its stamp"
+    assert "joint_states" not in probe.values(node).get("stale_inputs", "")
 
 
 def test_stamps_that_jump_back_restart_the_run_instead_of_waiting_for_ever(policy):
