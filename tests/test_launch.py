@@ -288,22 +288,24 @@ def node_process(marker: str, module: str) -> int | None:
     return None
 
 
-KILL_GRAPH = ["policy:=expert", "target_source:=truth", "objects:=2", "image_height:=48", "image_width:=64",
-              "record_video:=false", "lockstep_timeout_s:=5"]
+KILL_GRAPH = ["policy:=expert", "objects:=2", "image_height:=48", "image_width:=64", "record_video:=false",
+              "lockstep_timeout_s:=5"]
 
 
-def run_with_a_kill(tmp_path, *arguments: str) -> tuple[subprocess.Popen, str, list[dict]]:
-    """The expert graph (lockstep, a fraction of a second an episode here) with the expert node SIGKILLed once
-    two episodes are done; returns the finished act-sim process, its log and the episodes' results in order."""
+def run_with_a_kill(tmp_path, *arguments: str, module: str = "act_node.nodes.expert_node",
+                    ) -> tuple[subprocess.Popen, str, list[dict]]:
+    """The expert graph (lockstep, a fraction of a second an episode here) with the node running `module`
+    SIGKILLed once two episodes are done; returns the finished act-sim process, its log and the episodes'
+    results in order."""
     results = tmp_path / "results"
     graph, marker = start_graph(tmp_path, *KILL_GRAPH, f"video_dir:={results}", *arguments)
     try:
         end = time.monotonic() + 150
         while len(list(results.glob("*.json"))) < 2 and time.monotonic() < end and graph.poll() is None:
             time.sleep(0.01)
-        expert = node_process(marker, "act_node.nodes.expert_node")
-        assert expert is not None
-        os.kill(expert, signal.SIGKILL)
+        victim = node_process(marker, module)
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
         graph.wait(timeout=240)
     finally:
         if graph.poll() is None:
@@ -314,7 +316,7 @@ def run_with_a_kill(tmp_path, *arguments: str) -> tuple[subprocess.Popen, str, l
 
 
 def test_a_killed_node_is_respawned_and_its_episode_counts_as_failed(tmp_path):
-    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "respawn:=true")
+    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "respawn:=true", "target_source:=truth")
     assert graph.returncode == 0, log[-3000:]
     assert "node act_expert was killed by SIGKILL; respawning it in 1 s" in log
     assert "respawning act_expert (respawn:=true)" in log
@@ -327,8 +329,23 @@ def test_a_killed_node_is_respawned_and_its_episode_counts_as_failed(tmp_path):
     assert after and all(e["success"] for e in after)  # and drives the rest
 
 
+def test_a_killed_selector_is_respawned_and_the_episodes_go_on(tmp_path):
+    """The selector drives nothing: the expert waits for the respawned one's target (latched topics). No
+    episode is lost; the one waiting for a target then counts as interrupted only if the respawn outlasts
+    lockstep_timeout_s (a busy machine), and every other episode succeeds."""
+    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "respawn:=true",
+                                           module="act_node.nodes.selector_node")
+    assert graph.returncode == 0, log[-3000:]
+    assert "node act_selector was killed by SIGKILL; respawning it in 1 s" in log
+    assert [e["episode"] for e in episodes] == list(range(1, 31))
+    interrupted = [e for e in episodes if e["interrupted"]]
+    assert len(interrupted) <= 1 and all("no action" in e["interrupted"] for e in interrupted), interrupted
+    assert all(e["success"] for e in episodes if not e["interrupted"]), \
+        [(e["episode"], e["success"], e["interrupted"]) for e in episodes if not e["success"]]
+
+
 def test_without_respawn_a_killed_node_ends_the_graph_and_is_named(tmp_path):
-    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30")
+    graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "target_source:=truth")
     assert graph.returncode == 1, log[-3000:]
     assert "node act_expert exited with code -9 while the graph was running; stopping the graph" in log
     assert 2 <= len(episodes) < 30
