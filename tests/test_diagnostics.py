@@ -325,6 +325,38 @@ def test_the_recorder_node_reports(ros, tmp_path):
     _reports(ros, node, ["recording", "episodes_saved", "episodes_dropped", "heard"], seconds=10.0)
 
 
+def test_a_stop_while_an_episode_is_saved_waits_for_the_save(ros, tmp_path):
+    """Closing the dataset drops the episode buffer and its images: beside a save still encoding the videos
+    (seconds for two 480x640 cameras) it lost the episode (bench_recorder wrote 0 of 600 frames). The stop now
+    waits for the writer, however long the save (here 11 s: the old wait gave up after 10)."""
+    import threading
+
+    from act_node.nodes.recorder_node import RecorderNode
+
+    node = RecorderNode(parameter_overrides=[Parameter("root", value=str(tmp_path / "data"))])
+    saving, saved, order = threading.Event(), threading.Event(), []
+
+    def slow_write_due(drain: bool = False) -> bool:
+        if not saving.is_set():
+            saving.set()
+            time.sleep(11.0)  # LeRobot's save_episode encoding the videos
+            order.append("saved")
+            saved.set()
+        return False
+
+    close = node.recorder.close
+
+    def closing() -> None:
+        order.append("closed" if saved.is_set() else "closed during the save")
+        close()
+
+    node.recorder.write_due, node.recorder.close = slow_write_due, closing
+    node.wake.set()
+    assert saving.wait(5.0)
+    node.destroy_node()
+    assert order == ["saved", "closed"]
+
+
 def test_a_report_keeps_its_worst_level_and_the_reasons_of_that_level():
     report = Report()
     report.warn("a")

@@ -215,7 +215,15 @@ class RecorderNode(Node):
         """Let the writer finish its pass; keep what ended, drop what did not, finalize the dataset."""
         self.stopping = True
         self.wake.set()
-        self.thread.join(timeout=10.0)
+        # never close beside the writer: closing drops the episode buffer and its images, and an episode being
+        # saved (its videos encoding) then loses its frames. A save takes what it takes (many seconds for two
+        # 480x640 cameras here): wait for it, saying so
+        waited = 0.0
+        while self.thread.is_alive():
+            self.thread.join(timeout=5.0)
+            waited += 5.0
+            if self.thread.is_alive():
+                self.get_logger().info(f"stopping: waiting for the episode being saved ({waited:.0f} s)")
         try:
             self.recorder.close()
         except Exception as error:  # noqa: BLE001 (say it: the node is going anyway)
