@@ -259,6 +259,34 @@ def test_a_clock_that_jumps_back_is_survived(ros, tiny_checkpoint):
         retire(ros, node, probe)
 
 
+def test_a_stopping_node_sends_a_last_report_with_its_totals(ros, tiny_checkpoint):
+    """The report of up to a second before is not the end: a node that stops sends its totals once more, so a
+    monitor (or the soak bench, counting chunks sent against received) sees every chunk it sent."""
+    node, probe = policy_node(tiny_checkpoint, namespace="stopping"), Probe("stopping_probe", "/stopping")
+    try:
+        start(ros, node, probe, 400.0)
+        probe.observe(400.5)
+        assert answered(probe, 400.5)
+        assert wait_for(lambda: probe.values(node).get("chunks_sent") == str(len(probe.chunks)), 3.0)
+        # right after a periodic report: the next would come a second later, after the node has gone
+        reported = probe.status(node)
+        assert wait_for(lambda: probe.status(node) is not reported, 3.0)
+        for stamp in (401.0, 401.5):
+            probe.observe(stamp)
+            assert answered(probe, stamp)
+        sent, name = len(probe.chunks), node.get_name()
+        ros.remove_node(node)
+        node.destroy_node()
+
+        def last() -> dict[str, str]:
+            status = next((s for n, s in probe.statuses.items() if n.startswith(f"{name}: ")), None)
+            return {kv.key: kv.value for kv in status.values}
+
+        assert wait_for(lambda: last().get("chunks_sent") == str(sent), 3.0), (sent, last())
+    finally:
+        retire(ros, probe)
+
+
 # --- every node says how it is ------------------------------------------------------------------------------
 def _reports(ros, node, keys, seconds=5.0):
     probe = Probe(f"probe_{node.get_name()}")

@@ -239,6 +239,7 @@ class ArmNode(Node):
         return dead
 
     def destroy_node(self) -> None:
+        self.diagnostics.final()  # the arm's figures as it stops, before the bus is let go
         self.close()
         super().destroy_node()
 

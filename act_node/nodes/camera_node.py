@@ -122,6 +122,7 @@ class CameraNode(Node):
                        "read_failures": self.read_failures, "last_error": self.last_error})
 
     def destroy_node(self) -> None:
+        self.diagnostics.final()
         if self.camera.is_connected:
             self.camera.disconnect()
         super().destroy_node()

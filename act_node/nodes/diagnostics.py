@@ -5,6 +5,9 @@ reporting when /clock stops or jumps) the callback puts its counts into a fresh 
 level with the reason (`warn`, `error`), and the status goes out on /diagnostics as a DiagnosticArray, so that
 `ros2 topic echo /diagnostics` or rqt's monitor shows what is wrong without reading logs. `recent(key, total)`
 gives how much a running total grew over the last few reports: "refused recently", "failed recently".
+`final()`, as the node stops, sends one last report with the figures at the end (a monitor, or a bench counting
+chunks sent against received, sees the totals, not those of up to a second before) and waits, briefly, for
+reliable subscribers to acknowledge it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from collections.abc import Callable, Mapping
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
 
 from act_node.nodes.messages import RELIABLE, header
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 PERIOD_S = 1.0
 RECENT_REPORTS = 5  # "recently": over the last five reports (five seconds)
+FINAL_ACK_S = 0.5  # how long a stopping node waits for its last report to be acknowledged
 
 
 def text(value) -> str:
@@ -71,6 +76,7 @@ class Diagnostics:
         self.timer = node.create_timer(period_s, self.publish, callback_group=callback_group,
                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._history: dict[str, deque[float]] = {}
+        self.closed = False
 
     def recent(self, key: str, total: float, reports: int = RECENT_REPORTS) -> float:
         """How much `total` (a running count, under its `key`) grew over the last `reports` reports."""
@@ -94,3 +100,20 @@ class Diagnostics:
         array = DiagnosticArray(header=header(time.time(), ""), status=[status])
         self.publisher.publish(array)
         return array
+
+    def final(self) -> DiagnosticArray | None:
+        """The last report, as the node stops: no more from the timer after it. Call it once the node's own
+        work has ended (its threads joined) and before its entities go. A context already shut down (a
+        second Ctrl-C) sends nothing; the node stops anyway."""
+        if self.closed:
+            return None
+        self.closed = True
+        self.node.destroy_timer(self.timer)
+        try:
+            array = self.publish()
+            if array is not None:
+                self.publisher.wait_for_all_acked(Duration(seconds=FINAL_ACK_S))
+            return array
+        except Exception as error:  # noqa: BLE001 (the node is going anyway: say why there is no last report)
+            self.node.get_logger().debug(f"no last diagnostics report: {error!r}")
+            return None

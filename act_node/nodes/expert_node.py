@@ -160,6 +160,10 @@ class ExpertNode(Node):
                        "plans": self.planned, "plan_failures": self.plan_failures, "last_failure": self.last_failure,
                        "chunks_sent": self.sent, "chunks_resent": self.resent})
 
+    def destroy_node(self) -> None:
+        self.diagnostics.final()
+        super().destroy_node()
+
 
 def main(args: list[str] | None = None) -> None:
     run(ExpertNode, "act_expert_node", args)

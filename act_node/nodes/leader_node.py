@@ -144,6 +144,7 @@ class LeaderNode(Node):
         print("act_leader: port closed", flush=True)  # the logger may be gone during a launch shutdown
 
     def destroy_node(self) -> None:
+        self.diagnostics.final()
         self.close()
         super().destroy_node()
 

@@ -353,6 +353,7 @@ class PolicyNode(Node):
         self._thread.join(timeout=STOP_INFERENCE_S)
         if self._thread.is_alive():  # a forward pass that does not end: say it (the runner's dump says where)
             self.get_logger().error(f"the inference thread did not end within {STOP_INFERENCE_S:g} s")
+        self.diagnostics.final()  # after the thread: no chunk goes out after the totals it reports
         super().destroy_node()
 
     def _inference(self, checkpoint: str, device: str, threads: int, loaded: Future) -> None:

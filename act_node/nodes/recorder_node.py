@@ -230,6 +230,7 @@ class RecorderNode(Node):
             self.get_logger().error(f"recording failed while stopping: {error!r}")
         if self.recorder.writer is not None:
             self.get_logger().info(f"dataset {self.settings.root}: {self.recorder.writer.episodes} episodes")
+        self.diagnostics.final()
         super().destroy_node()
 
 

@@ -135,6 +135,10 @@ class SelectorNode(Node):
             markers.append(dot)
         return MarkerArray(markers=markers)
 
+    def destroy_node(self) -> None:
+        self.diagnostics.final()
+        super().destroy_node()
+
 
 def main(args: list[str] | None = None) -> None:
     run(SelectorNode, "act_selector_node", args)

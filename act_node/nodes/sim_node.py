@@ -463,6 +463,7 @@ class SimNode(Node):
         with self.lock:  # a callback on another thread finishes its tick first
             self.closed = True
             self.destroy_timer(self.timer)
+            self.diagnostics.final()  # the totals (chunks received, holds) before the sim goes
             self.sim.close()
         if self.videos is not None:
             self.videos.close()
