@@ -256,7 +256,8 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
 
     try:
         checkpoint = train(Path(args.dataset_root), args.repo_id, Path(args.output_dir), args.steps, args.device,
-                           extra, save_freq=args.save_freq, resume=args.resume)
+                           extra, save_freq=args.save_freq, resume=args.resume,
+                           num_processes=args.num_processes, port=args.main_process_port)
     except (FileNotFoundError, FileExistsError, ValueError) as error:
         raise SystemExit(f"act-sim train: {error}") from None
     print(f"checkpoint: {checkpoint}")
@@ -484,6 +485,11 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--save-freq", type=int, default=None, help="checkpoint every N steps (default: at the end)")
     train.add_argument("--resume", action="store_true", help="continue the newest checkpoint in --output-dir up "
                        "to --steps")
+    train.add_argument("--num-processes", type=int, default=1,
+                       help="processes under accelerate launch: one a GPU with --device cuda (each takes its own "
+                            "batch); on cpu, CPU processes (gloo)")
+    train.add_argument("--main-process-port", type=int, default=None,
+                       help="with --num-processes: the port the processes meet on (default 29500)")
     train.set_defaults(run=cmd_train, passes_extra=True)
 
     evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")

@@ -3,6 +3,12 @@ sized for this task and for 2-core CPU machines. Everything here becomes lerobot
 extra `--key=value` is passed through and wins. A run writes a checkpoint every `save_freq` steps and
 `--resume` continues the newest one (lerobot-train --resume=true --config_path=...).
 
+Several GPUs (`num_processes` > 1): the same lerobot-train under `accelerate launch`, one process a GPU, as
+LeRobot documents it (docs "Multi-GPU Training"). lerobot-train prepares its model, optimizer and data loader
+with accelerate: every process takes its own `batch_size` samples a step, so a step sees num_processes x
+batch_size samples and `steps` counts optimizer steps, not samples. On `device` cpu the processes are CPU
+processes over torch.distributed's gloo backend: what the tests run on a machine with no GPU.
+
 The recipe (models/act_pick/README.md measures it):
 - the target enters as environment_state: the selector's (x, y) and the request one-hot over the eight
   kinds (act_node.observation); ACT takes no language, and the grasp's height and opening depend on the kind.
@@ -97,10 +103,34 @@ def last_checkpoint(output_dir: Path) -> Path | None:
     return last if (last / "pretrained_model" / "train_config.json").is_file() else None
 
 
+def launcher(num_processes: int, device: str, port: int | None = None) -> list[str]:
+    """The command that starts lerobot-train: this Python, or `accelerate launch` with `num_processes` processes
+    on this machine, everything set on the command line so that no `accelerate config` file of the user's
+    changes it. `--multi_gpu` is accelerate's torchrun path whatever the device: with policy.device cpu,
+    lerobot-train builds its Accelerator with cpu=True, which under torchrun is accelerate's MULTI_CPU over gloo
+    (accelerate's own `--cpu` would start one process, or need mpirun)."""
+    if num_processes < 1:
+        raise ValueError(f"--num-processes must be 1 or more, got {num_processes}")
+    if num_processes == 1:
+        return [sys.executable, "-m", "lerobot.scripts.lerobot_train"]
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.device_count() < num_processes:
+            raise ValueError(f"--num-processes {num_processes} on {device}: this machine has "
+                             f"{torch.cuda.device_count()} GPUs")
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", f"--num_processes={num_processes}",
+            "--num_machines=1", "--mixed_precision=no", "--dynamo_backend=no",
+            f"--main_process_port={port or 29500}", "-m", "lerobot.scripts.lerobot_train"]
+
+
 def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device: str, extra: list[str],
-          save_freq: int | None = None, resume: bool = False) -> Path:
+          save_freq: int | None = None, resume: bool = False, num_processes: int = 1,
+          port: int | None = None) -> Path:
     """Run lerobot-train; return the final checkpoint's pretrained_model folder. With `resume`, continue the
-    newest checkpoint in `output_dir` up to `steps` (its configuration stands; `extra` may still override)."""
+    newest checkpoint in `output_dir` up to `steps` (its configuration stands; `extra` may still override).
+    `num_processes` > 1: under `accelerate launch` (see `launcher`), on the port `port` (default 29500)."""
+    start = launcher(num_processes, device, port)
     if resume:
         last = last_checkpoint(output_dir)
         if last is None:
@@ -119,7 +149,7 @@ def train(dataset_root: Path, repo_id: str, output_dir: Path, steps: int, device
             raise FileExistsError(f"{output_dir} exists: lerobot-train refuses to overwrite it; choose another, "
                                   "or --resume to continue its newest checkpoint")
         command_arguments = train_arguments(dataset_root, repo_id, output_dir, steps, device, extra, save_freq)
-    command = [sys.executable, "-m", "lerobot.scripts.lerobot_train", *command_arguments]
+    command = [*start, *command_arguments]
     print("running:", " ".join(command), flush=True)
     subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1",
                                              "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"})

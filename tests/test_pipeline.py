@@ -169,3 +169,33 @@ def test_training_resumes_and_the_curve_evaluates_each_checkpoint_once(tiny_data
     assert again == points
     with pytest.raises(FileNotFoundError, match=r"no checkpoint at steps \[3\]"):
         curves.curve({"tiny": run}, config, tmp_path / "curve", steps=[2, 3])
+
+
+def test_two_processes_under_accelerate_train_a_checkpoint_that_evaluates(tiny_dataset, tmp_path):
+    """`act-sim train --num-processes 2` on the CPU: accelerate launch starts two lerobot-train processes (gloo),
+    each takes its own batch of 2 a step, and the checkpoint they write loads and evaluates."""
+    import socket
+
+    with socket.socket() as free:  # a port of its own: another run's processes may meet on the default one
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    out = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "act_node.cli", "train", f"--dataset-root={tiny_dataset}",
+                             f"--output-dir={out}", "--steps=4", "--num-processes=2", f"--main-process-port={port}",
+                             *TINY_ACT], capture_output=True, text=True, timeout=900)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    assert "accelerate.commands.launch" in log and "Effective batch size: 2 x 2 = 4" in log, log[-4000:]
+    model = out / "checkpoints" / "last" / "pretrained_model"
+    config = GraphConfig(policy="act", checkpoint=str(model), episodes=1, first_seed=1000, objects=2,
+                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=12)
+    report = evaluate(config, out=tmp_path / "eval", videos=0)
+    assert report["episodes"] == 1 and report["per_episode"][0]["policy_calls"] == 2  # 12 steps, 10 a chunk
+
+
+def test_a_process_count_under_one_is_refused():
+    from act_node.training import launcher
+
+    with pytest.raises(ValueError, match="--num-processes must be 1 or more, got 0"):
+        launcher(0, "cpu")
+    assert launcher(1, "cpu")[-1] == "lerobot.scripts.lerobot_train"
