@@ -6,7 +6,7 @@ velocity bound, one torch thread) and the sim's default `lockstep_timeout_s`, so
 instead of a wait. This process watches it from outside: each node's resident memory (/proc) when `--memory-at`
 episodes have finished and at the end, and every node's /diagnostics, down to the last report each node sends
 as it stops. Then `act_node.evaluate` runs the same seeds in-process (`--workers`) and every episode is compared:
-success, length, summed reward, clamped ticks.
+success and length exactly, the summed reward within 1% (see COMPARED).
 
     python bench/bench_soak.py [--episodes 300] [--first-seed 3000] [--memory-at 50] [--out outputs/soak]
 
@@ -34,7 +34,12 @@ from pathlib import Path
 os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 50))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-COMPARED = ("success", "steps", "sum_reward", "clamped_ticks")
+COMPARED = ("success", "steps")  # exactly; the summed reward within REWARD_RTOL
+REWARD_RTOL = 0.01
+# The graph's target is the selector node's answer from the scene markers; in-process the selector answers from
+# the env's own objects: the two points differ by well under a micrometre (seen: 1.7e-7 m), and the policy takes
+# the point as input, so the summed reward differs in its later digits. Clamped ticks and policy calls are
+# counted only by the sim node and by in-process evaluation respectively: not compared.
 
 
 def node_processes(root: int) -> dict[str, int]:
@@ -175,14 +180,23 @@ def soak(args: argparse.Namespace) -> dict:
     alone = evaluate(config, out=out / "in_process", videos=0, workers=args.workers)
     alone_s = time.monotonic() - started
     alone_episodes = {e["seed"]: e for e in alone["per_episode"]}
-    differing = [seed for seed in alone_episodes
-                 if seed not in episodes or any(episodes[seed][k] != alone_episodes[seed][k] for k in COMPARED)]
+    def same(graph: dict, alone: dict) -> bool:
+        return all(graph[k] == alone[k] for k in COMPARED) and \
+            abs(graph["sum_reward"] - alone["sum_reward"]) <= REWARD_RTOL * max(abs(alone["sum_reward"]), 1.0)
+
+    differing = [seed for seed in alone_episodes if seed not in episodes or not same(episodes[seed],
+                                                                                     alone_episodes[seed])]
+    common = [seed for seed in alone_episodes if seed in episodes]
+    reward_gap = max((abs(episodes[s]["sum_reward"] - alone_episodes[s]["sum_reward"]) for s in common), default=0.0)
+    target_gap = max((abs((episodes[s]["target_error_m"] or 0.0) - (alone_episodes[s]["target_error_m"] or 0.0))
+                      for s in common), default=0.0)
 
     def count(values: dict[str, str], key: str) -> int | None:
         return int(values[key]) if key in values else None
 
     sent, received = count(policy_values, "chunks_sent"), count(sim_values, "chunks_received")
-    dropped = count(policy_values, "chunks_dropped")
+    dropped, resent = count(policy_values, "chunks_dropped"), count(policy_values, "chunks_resent")
+    published = None if None in (sent, resent) else sent + resent
     growth = {}
     if last is not None:
         memory[str(last[0])] = last[1]  # the last reading before the sim exited
@@ -194,15 +208,19 @@ def soak(args: argparse.Namespace) -> dict:
         "graph_exit_code": process.returncode, "graph_s": round(graph_s, 1), "in_process_s": round(alone_s, 1),
         "graph_episodes": len(episodes), "in_process_episodes": len(alone_episodes),
         "identical_to_in_process": len(alone_episodes) - len(differing), "differing_seeds": differing,
+        "compared": f"{', '.join(COMPARED)} exactly; sum_reward within {REWARD_RTOL:.0%}",
+        "max_sum_reward_gap": reward_gap, "max_target_error_gap_m": target_gap,
         "success_graph": sum(bool(e["success"]) for e in episodes.values()),
         "success_in_process": sum(bool(e["success"]) for e in alone_episodes.values()),
         "held_ticks": sum(e["held_ticks"] for e in episodes.values()),
         "interrupted": sum(e["interrupted"] is not None for e in episodes.values()),
         "memory_mb": memory, "peak_mb": {k: round(v, 1) for k, v in peak.items()},
         "memory_growth_mb_per_100_episodes": growth,
-        "chunks": {"sent": sent, "resent": count(policy_values, "chunks_resent"), "dropped_by_policy": dropped,
+        # published = sent + re-sent (a lockstep sim said an observation again); a chunk computed for a run that
+        # ended meanwhile is dropped by the policy, never published
+        "chunks": {"sent": sent, "resent": resent, "dropped_by_policy": dropped, "published": published,
                    "received": received, "rejected": count(sim_values, "chunks_rejected"),
-                   "unaccounted": None if None in (sent, received, dropped) else sent - received - dropped},
+                   "published_not_received": None if None in (published, received) else published - received},
         "sim_final": sim_values, "policy_final": policy_values, "worst_levels": levels, "warnings": warnings,
     }
 

@@ -83,11 +83,13 @@ class PickTask:
         return self.world.body_pose(self.scene.target.body)
 
     def choose_target(self, selector: Selector | None) -> TargetChoice:
-        """The target (x, y) from the Selector over the scene's tokens, or the truth when `selector` is None."""
+        """The target (x, y) from the Selector over the objects where they stand now (as the sim node publishes
+        them on scene/objects for the selector node: the graph's target and this one are the same numbers), or
+        the truth when `selector` is None."""
         truth = self.scene.target.xy
         if selector is None:
             return TargetChoice(truth.copy(), 0.0)
-        tokens = [(o.kind.name, float(o.xy[0]), float(o.xy[1])) for o in self.scene.objects]
+        tokens = [(o.kind, float(o.position[0]), float(o.position[1])) for o in self.object_states()]
         choice = selector.select(tokens, self.scene.request)
         if not choice.found:  # the kind is on the table by construction: a Selector miss, reported by the caller
             return TargetChoice(truth.copy(), math.inf, selector_found=False)
