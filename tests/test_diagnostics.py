@@ -259,6 +259,24 @@ def test_a_clock_that_jumps_back_is_survived(ros, tiny_checkpoint):
         retire(ros, node, probe)
 
 
+def test_a_policy_late_to_its_run_answers_the_tick_the_sim_waits_on_then_keeps_the_grid(ros, tiny_checkpoint):
+    """Lockstep, re-planning every 30 ticks: a policy that comes up after the sim has held the run's first ticks
+    (its checkpoint loading slower than lockstep_timeout_s) answers the observation the sim waits on, tick 2
+    here, not tick 30 five minutes of held ticks later; after that, the ticks 30 apart from the run's start."""
+    node, probe = policy_node(tiny_checkpoint, namespace="late", replan_every=30), Probe("late_probe", "/late")
+    try:
+        start(ros, node, probe, 600.0)
+        tick = lambda k: round(600.0 + k / 30, 6)  # noqa: E731
+        probe.observe(tick(2))  # ticks 0 and 1 were held before the node heard anything
+        assert answered(probe, tick(2)), "the first observation of the run heard is not answered"
+        probe.observe(tick(3))
+        probe.observe(tick(30))
+        assert answered(probe, tick(30))
+        assert not any(s == pytest.approx(tick(3)) for s in probe.chunks), "tick 3 is off the grid"
+    finally:
+        retire(ros, node, probe)
+
+
 def test_a_stopping_node_sends_a_last_report_with_its_totals(ros, tiny_checkpoint):
     """The report of up to a second before is not the end: a node that stops sends its totals once more, so a
     monitor (or the soak bench, counting chunks sent against received) sees every chunk it sent."""

@@ -158,6 +158,7 @@ class PolicyNode(Node):
         self.episode_start_s: float | None = None
         self.task = ""
         self.answered_s = -np.inf
+        self._answered_in_run = False  # a chunk went out for the run (episode) under way
         self.answer: tuple[float, bytes] | None = None  # the last chunk sent and its observation's stamp
         self.stale_s, self.ahead_s = float(values["stale_s"]), float(values["ahead_s"])
         self.jump_back_s = float(values["jump_back_s"])
@@ -278,6 +279,7 @@ class PolicyNode(Node):
             self.episode_start_s = start_s
             self.answered_s = start_s - 1.0 / self.fps
             self._reset_policy = True  # on the inference thread, before its next answer
+            self._answered_in_run = False
         else:
             self.answered_s = -math.inf
 
@@ -341,6 +343,7 @@ class PolicyNode(Node):
             self.answer = None
             self.answered_s = self.episode_start_s - 1.0 / self.fps
             self._reset_policy = True  # on the inference thread, before its next answer
+            self._answered_in_run = False
         self._wake.set()
         self.get_logger().info(f"episode from t={start_s:.3f} s: {task or '(no task text)'}")
 
@@ -397,7 +400,12 @@ class PolicyNode(Node):
         return round((stamp - self.episode_start_s) * self.fps)
 
     def _due(self, stamp: float) -> bool:
-        return self.infer_mode == "latest" or self._tick(stamp) % self.replan_every == 0
+        """every_n: the ticks replan_every apart from the run's start; but before the run's first answer, any
+        tick. A lockstep sim holds a tick each lockstep_timeout_s while nothing answers: a policy that comes up
+        after that (a checkpoint loading slower than the timeout on a busy machine, or started after the sim,
+        as ros2 launch may) answers the tick the sim waits on, instead of waiting for the next multiple of
+        replan_every while the sim holds one tick each timeout (five minutes at 30 ticks and 10 s)."""
+        return self.infer_mode == "latest" or not self._answered_in_run or self._tick(stamp) % self.replan_every == 0
 
     def try_answer(self) -> bool:
         """Answer the newest due observation, if there is one (on the inference thread); whether it did."""
@@ -457,7 +465,7 @@ class PolicyNode(Node):
             if self._onset is not None:
                 self.get_logger().info(f"answering again from t={stamp:.3f} s (after: {self._onset})")
                 self._onset = None
-            self.answered_s = stamp
+            self.answered_s, self._answered_in_run = stamp, True
             due = (stamp, parts, self.task, target, self.episode_start_s)
         if reset:
             self.policy.reset()
