@@ -11,6 +11,8 @@ The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the
     Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
     respawn:=true and a node other than the sim exits or dies -> launch_ros restarts it after
                                                 RESPAWN_DELAY_S; the sim holds meanwhile
+    respawn:=true and the sim killed by a signal -> not restarted; the others keep running and wait
+                                                for a sim until a stop (graph.SIM_LOST says so)
 
 Every node exits 0 when a signal stopped it and only then (act_node/nodes/runner.py: a bug is 1, a refusal
 2, a kill -N). A terminal's Ctrl-C reaches launch and the nodes at once, and a node quick to stop (the
@@ -31,7 +33,7 @@ from launch_ros.actions import Node
 
 from act_node.dds import profile_environment
 from act_node.description import robot_description
-from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe, namespace_of
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, SIM_LOST, describe, namespace_of
 from act_node.paths import share_dir
 from launch import LaunchDescription
 
@@ -43,9 +45,17 @@ class GraphFailed(RuntimeError):
     LaunchService log it, shut everything down and return 1."""
 
 
-def sim_exited(event, context):
+def sim_exited(respawn: bool):
+    def exited(event, context):
+        return _sim_exited(event, context, respawn)
+    return exited
+
+
+def _sim_exited(event, context, respawn: bool):
     if context.is_shutdown:
         return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
+    if respawn and event.returncode < 0:  # killed: the others wait for a sim
+        return [LogInfo(msg=SIM_LOST.format(how=f"was killed by signal {-event.returncode}"))]
     if event.returncode == 0:  # its episodes are done, or a stop signal came first (it said what was left)
         return [LogInfo(msg="the sim node ended (exit 0): stopping the graph"),
                 EmitEvent(event=Shutdown(reason="the sim node ended"))]
@@ -70,13 +80,14 @@ def node_exited(name: str, respawn: bool):
 def graph(context):
     """The graph's nodes and, for each, what its exit means."""
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
-    entities = []
-    for index, spec in enumerate(describe(**values)):  # the sim first
+    entities, specs = [], describe(**values)
+    respawn = any(spec.respawn for spec in specs)
+    for index, spec in enumerate(specs):  # the sim first
         node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
                     namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
                     respawn=spec.respawn, respawn_delay=RESPAWN_DELAY_S if spec.respawn else None,
                     additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
-        exited = sim_exited if index == 0 else node_exited(spec.name, spec.respawn)
+        exited = sim_exited(respawn) if index == 0 else node_exited(spec.name, spec.respawn)
         entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
     return entities
 

@@ -344,6 +344,29 @@ def test_a_killed_selector_is_respawned_and_the_episodes_go_on(tmp_path):
         [(e["episode"], e["success"], e["interrupted"]) for e in episodes if not e["success"]]
 
 
+def test_a_killed_sim_under_respawn_leaves_the_others_waiting_until_a_stop(tmp_path):
+    """The sim is not restarted (its episodes would start again from first_seed): the expert and the selector
+    keep running, waiting for a sim, and the graph says so once; Ctrl-C then stops them cleanly."""
+    results = tmp_path / "results"
+    graph, marker = start_graph(tmp_path, *KILL_GRAPH, f"video_dir:={results}", "episodes:=30", "respawn:=true")
+    try:
+        end = time.monotonic() + 150
+        while len(list(results.glob("*.json"))) < 2 and time.monotonic() < end and graph.poll() is None:
+            time.sleep(0.01)
+        os.kill(node_process(marker, "act_node.nodes.sim_node"), signal.SIGKILL)
+        time.sleep(5.0)
+        running = graph.poll() is None
+        waiting = [node_process(marker, f"act_node.nodes.{n}") for n in ("expert_node", "selector_node")]
+        os.killpg(graph.pid, signal.SIGINT)
+    finally:
+        if graph.poll() is None:
+            os.killpg(graph.pid, signal.SIGINT)
+        log = finish(graph, marker, tmp_path)
+    assert running and None not in waiting, log[-3000:]
+    assert log.count("the sim node was killed by SIGKILL (respawn:=true): it is not restarted") == 1, log[-3000:]
+    assert graph.returncode == 128 + signal.SIGINT, log[-3000:]
+
+
 def test_without_respawn_a_killed_node_ends_the_graph_and_is_named(tmp_path):
     graph, log, episodes = run_with_a_kill(tmp_path, "episodes:=30", "target_source:=truth")
     assert graph.returncode == 1, log[-3000:]

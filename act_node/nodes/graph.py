@@ -250,7 +250,9 @@ def run_processes(specs: list[NodeSpec], timeout_s: float | None = None) -> int:
     nodes get SIGTERM from the kernel should this process die first (Linux). The exit code: the sim's
     (0: the episodes ran), the failed node's, 124 for the timeout, 128 + the number of the signal.
     A node whose spec says `respawn` (respawn:=true) is started again RESPAWN_DELAY_S after it exits,
-    as launch_ros's respawn does, instead of ending the graph.
+    as launch_ros's respawn does, instead of ending the graph. The sim is never restarted (its episodes would
+    start again from first_seed); killed by a signal under respawn:=true, it leaves the others running,
+    waiting for a sim (SIM_LOST), until a stop.
     """
     graph = _Processes(sim=specs[0].name, specs=specs)
     previous = {number: signal.signal(number, graph.on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
@@ -280,6 +282,7 @@ class _Processes:
         self.received: int | None = None
         self.respawn_at: dict[str, float] = {}  # name -> when it starts again
         self.respawns = 0
+        self.sim_lost = False  # the sim killed under respawn:=true: the others wait for one
         self._kill_with_parent = _parent_death_signal() if sys.platform == "linux" else None
 
     def on_signal(self, number: int, _frame) -> None:
@@ -323,6 +326,12 @@ class _Processes:
                 _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
                 self.respawn_at[name] = now + RESPAWN_DELAY_S
                 continue
+            if name == self.sim and self.sim_lost:
+                continue
+            if name == self.sim and code < 0 and any(spec.respawn for spec in self.specs.values()):
+                self.sim_lost = True
+                _say(SIM_LOST.format(how=f"was killed by {signal.Signals(-code).name}"))
+                continue
             if name == self.sim:
                 if code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
@@ -347,6 +356,11 @@ class _Processes:
                     process.wait(timeout=max(0.0, end - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     pass
+
+
+SIM_LOST = ("the sim node {how} (respawn:=true): it is not restarted (its episodes would start again from "
+            "first_seed); the other nodes keep running and wait for a sim: start one in this graph's domain and "
+            "namespace (ros2 run act_node act_sim_node, with the episodes still wanted), or stop the graph (Ctrl-C)")
 
 
 def _parent_death_signal():
