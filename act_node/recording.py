@@ -224,6 +224,9 @@ class RecorderSettings:
     resume: bool = False
     skew_s: float = 0.005
     late_s: float = 0.5
+    # an ended episode waits for its last parts this long (wall seconds) when they are not all in: a reliable
+    # command still queued behind a busy moment is not "never heard" (0.5 s lost two on a loaded machine)
+    end_wait_s: float = 5.0
     max_incomplete: float = 0.05
     image_writer_threads: int = 4
 
@@ -292,7 +295,7 @@ class Recorder:
             episode = self.running
             if episode is None or (not isinstance(how, str) and episode.seed != seed):
                 return False
-            episode.end, episode.deadline = how, self.clock() + self.settings.late_s
+            episode.end, episode.deadline = how, self.clock() + self.settings.end_wait_s
         return True
 
     # --- writing (one thread) ------------------------------------------------------------------------------
@@ -357,13 +360,18 @@ class Recorder:
             why = "it failed" if failed else "discarded" if episode.end == "discard" else "no complete frame"
             self._report(episode, f"episode not kept: {why}")
             return
+        lacked = dict(episode.matcher.counts.incomplete)  # given-up frames by the part they lacked
         if not isinstance(episode.end, str):  # the sim said how many ticks it had: a command never heard counts too
+            unheard = episode.end.steps - self.writer.frames - given_up
+            if unheard > 0:
+                lacked["command never heard"] = unheard
             given_up = max(given_up, episode.end.steps - self.writer.frames)
+        lacking = f": {', '.join(f'{part} {n}' for part, n in sorted(lacked.items()))}" if lacked else ""
         try:
             frames = self.writer.save(episode.seed, given_up)
         except EpisodeDropped as why:
             self.dropped += 1
-            self._report(episode, f"episode dropped: {why}", error=True)
+            self._report(episode, f"episode dropped: {why} (lacking{lacking or ' nothing named'})", error=True)
             return
         except OSError as error:
             self.writer.discard()
@@ -373,8 +381,8 @@ class Recorder:
                                   f"{self.writer.episodes} finished episodes)", error=True)
             return
         self.saved += 1
-        self._report(episode, f"episode saved: {frames} frames ({given_up} incomplete), {self.writer.episodes} in "
-                              f"the dataset")
+        self._report(episode, f"episode saved: {frames} frames ({given_up} incomplete{lacking}), "
+                              f"{self.writer.episodes} in the dataset")
 
     def _open(self, episode: Episode, frame: Frame) -> DemonstrationWriter:
         """The dataset, made (or resumed) at the first complete frame: the image sizes are its."""
