@@ -365,7 +365,7 @@ class Recorder:
             unheard = episode.end.steps - self.writer.frames - given_up
             if unheard > 0:
                 lacked["command never heard"] = unheard
-            given_up = max(given_up, episode.end.steps - self.writer.frames)
+                given_up += unheard
         lacking = f": {', '.join(f'{part} {n}' for part, n in sorted(lacked.items()))}" if lacked else ""
         try:
             frames = self.writer.save(episode.seed, given_up)

@@ -47,19 +47,15 @@ class GraphFailed(RuntimeError):
 
 def sim_exited(respawn: bool):
     def exited(event, context):
-        return _sim_exited(event, context, respawn)
+        if context.is_shutdown:
+            return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
+        if respawn and event.returncode < 0:  # killed: the others wait for a sim
+            return [LogInfo(msg=SIM_LOST.format(how=f"was killed by signal {-event.returncode}"))]
+        if event.returncode == 0:  # its episodes are done, or a stop signal came first (it said what was left)
+            return [LogInfo(msg="the sim node ended (exit 0): stopping the graph"),
+                    EmitEvent(event=Shutdown(reason="the sim node ended"))]
+        raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
     return exited
-
-
-def _sim_exited(event, context, respawn: bool):
-    if context.is_shutdown:
-        return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
-    if respawn and event.returncode < 0:  # killed: the others wait for a sim
-        return [LogInfo(msg=SIM_LOST.format(how=f"was killed by signal {-event.returncode}"))]
-    if event.returncode == 0:  # its episodes are done, or a stop signal came first (it said what was left)
-        return [LogInfo(msg="the sim node ended (exit 0): stopping the graph"),
-                EmitEvent(event=Shutdown(reason="the sim node ended"))]
-    raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
 
 
 def node_exited(name: str, respawn: bool):

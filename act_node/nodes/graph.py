@@ -326,13 +326,13 @@ class _Processes:
                 _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
                 self.respawn_at[name] = now + RESPAWN_DELAY_S
                 continue
-            if name == self.sim and self.sim_lost:
-                continue
-            if name == self.sim and code < 0 and any(spec.respawn for spec in self.specs.values()):
-                self.sim_lost = True
-                _say(SIM_LOST.format(how=f"was killed by {signal.Signals(-code).name}"))
-                continue
             if name == self.sim:
+                if self.sim_lost:
+                    continue
+                if code < 0 and any(spec.respawn for spec in self.specs.values()):
+                    self.sim_lost = True
+                    _say(SIM_LOST.format(how=f"was killed by {signal.Signals(-code).name}"))
+                    continue
                 if code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
                 return code if code >= 0 else 128 - code  # -N: killed by signal N
