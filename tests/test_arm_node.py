@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,3 +204,146 @@ def test_launch_command_drives_the_arm_and_ctrl_c_leaves_it_without_torque(bus, 
     assert "nodes that failed" not in out, out
     assert not any(bus.torques().values()), out
     check_goal_writes(bus, SafetyConfig())
+
+
+# --- a camera node killed under the arm ----------------------------------------------------------------------
+class StreamingCamera:
+    """A camera that streams for as long as the test runs, as an IP camera does: multipart JPEG (what ffmpeg's
+    mpjpeg demuxer reads, through LeRobot's OpenCV camera) written into a named pipe at 30 fps, the pipe opened
+    again for each new reader (a respawned camera node). A video file would not do: OpenCV reads a file as
+    fast as it decodes and then stops."""
+
+    def __init__(self, path, size: tuple[int, int]):
+        os.mkfifo(path)
+        self.path, self.size = path, size
+        self.readers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"camera {path.name}", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import cv2
+
+        k = 0
+        while not self._stop.is_set():
+            try:
+                with open(self.path, "wb") as pipe:  # blocks until a camera node opens the pipe
+                    self.readers += 1
+                    while not self._stop.is_set():
+                        frame = np.full((*self.size, 3), 90, np.uint8)
+                        frame[:, k % self.size[1]] = 255
+                        k += 1
+                        jpeg = cv2.imencode(".jpg", frame)[1].tobytes()
+                        pipe.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(jpeg)
+                                   + jpeg + b"\r\n")
+                        pipe.flush()
+                        time.sleep(1 / 30)
+            except (BrokenPipeError, OSError):  # the reader went away (killed): wait for the next one
+                continue
+
+    def close(self) -> None:
+        self._stop.set()
+        try:  # a writer blocked in open() waits for a reader: give it one that leaves at once
+            os.close(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        self._thread.join(5.0)
+
+
+class ChunkWatcher(Node):
+    """The policy's chunks as they arrive, the arm node's /diagnostics, and a target said again and again."""
+
+    def __init__(self):
+        super().__init__("chunk_watcher")
+        self.chunks: list[float] = []  # arrival times
+        self.arm: list[tuple[float, dict]] = []  # (arrival, the arm node's key-values)
+        self.create_subscription(JointTrajectory, "act/action_chunk", lambda _m: self.chunks.append(time.monotonic()),
+                                 RELIABLE)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self.on_diagnostics, RELIABLE)
+        self.target = self.create_publisher(messages.PointStamped, "target/point", messages.LATCHED)
+        # a target clicked before a run starts is not that run's: say it again and again, as a selector does
+        self.create_timer(0.5, lambda: self.target.publish(messages.point_message((0.3, 0.0), time.time())))
+
+    def on_diagnostics(self, message: DiagnosticArray) -> None:
+        for status in message.status:
+            if status.name.startswith("act_so101"):
+                self.arm.append((time.monotonic(), {kv.key: kv.value for kv in status.values}))
+
+    def applied(self, after: float = -np.inf) -> int:
+        """The chunks the arm applied, as its newest report after `after` says (-1: no report yet)."""
+        reports = [values for at, values in self.arm if at > after]
+        return int(reports[-1]["chunks_applied"]) if reports else -1
+
+
+def camera_node_pid(name: str, launcher: int) -> int | None:
+    """The pid of the graph's live camera node `act_camera_<name>` (a child of act-sim launch)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != launcher:
+                continue
+            if f"__node:=act_camera_{name}".encode() in (entry / "cmdline").read_bytes().split(b"\0"):
+                return int(entry.name)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def test_a_killed_camera_node_holds_the_arm_until_its_respawn_is_answered(ros, bus, tmp_path, tiny_checkpoint):
+    """robot:=so101 with two camera nodes and a camera ACT, respawn:=true: the front camera node SIGKILLed
+    while the policy drives the arm. The policy refuses the observations that lack its frames and says why, the
+    arm holds on the stale chunk rule and says so once, the camera node comes back, and the arm follows chunks
+    again; Ctrl-C then leaves no servo torqued."""
+    from conftest import TINY_IMAGE
+
+    write_calibration(tmp_path)
+    cameras = {name: StreamingCamera(tmp_path / f"{name}.mjpg", TINY_IMAGE) for name in ("front", "wrist")}
+    watcher = ChunkWatcher()
+    ros.add_node(watcher)
+    log_path = tmp_path / "launch.log"
+    command = [sys.executable, "-m", "act_node.cli", "launch", "robot:=so101", f"port:={bus.port}", f"id:={ROBOT_ID}",
+               f"calibration_dir:={tmp_path}", "policy:=act", f"checkpoint:={tiny_checkpoint}",
+               f"camera_devices:={cameras['front'].path},{cameras['wrist'].path}", "task:=pick up the cup",
+               "respawn:=true"]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    before = at_back = 0
+
+    def said(text: str) -> bool:
+        return text in log_path.read_text()[before:]
+
+    try:
+        assert wait_for(lambda: len(watcher.chunks) >= 3 and watcher.applied() > 0, 150.0), \
+            log_path.read_text()[-3000:]
+        victim = camera_node_pid("front", process.pid)
+        assert victim is not None, log_path.read_text()[-3000:]
+        before = len(log_path.read_text())  # the log from the kill on
+        os.kill(victim, signal.SIGKILL)
+        assert wait_for(lambda: said("no chunk: camera front silent"), 30.0), log_path.read_text()[-3000:]
+        refused = time.monotonic()
+        # the arm holds on the stale chunk rule while the camera is gone (its report, a second apart)
+        assert wait_for(lambda: any(at > refused and v["hold_reason"] == "chunk stale" for at, v in watcher.arm),
+                        30.0), watcher.arm[-3:]
+        assert wait_for(lambda: said("respawning act_camera_front (respawn:=true)"), 30.0), log_path.read_text()[-3000:]
+        assert wait_for(lambda: cameras["front"].readers >= 2, 60.0), "the respawned camera node never read"
+        back, at_back = time.monotonic(), len(log_path.read_text())
+        applied = watcher.applied()  # none since the frames stopped: the newest report before the camera came back
+        # and a chunk answered from the respawned camera's frames drives the arm again
+        assert wait_for(lambda: watcher.applied(after=back) > applied >= 0, 90.0), (applied, watcher.arm[-1:])
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for camera in cameras.values():
+            camera.close()
+        retire(ros, watcher)
+    text = log_path.read_text()
+    assert "node act_camera_front was killed by SIGKILL; respawning it in 1 s" in text
+    # said once, not every tick: the arm's hold (if it began after the kill) and the policy's refusal
+    assert text[before:at_back].count("holding the arm: chunk stale") <= 1, text[-3000:]
+    assert text[before:at_back].count("no chunk: camera front silent") == 1, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "act_so101: torque off and port closed" in text, text[-3000:]
+    assert not any(bus.torques().values())

@@ -339,10 +339,14 @@ def test_a_leader_drives_the_simulated_so101_in_the_sim_node(ros, bus, tmp_path)
                                        Parameter("image_height", value=48), Parameter("image_width", value=64),
                                        Parameter("objects", value=2), Parameter("max_steps", value=100000),
                                        Parameter("record_video", value=False)])
-    leader = leader_node(bus, tmp_path)
     ros.add_node(sim)
+    time.sleep(1.5)
+    waited = not sim.sim.running  # no episode runs out while the leader's node is still starting
+    leader = leader_node(bus, tmp_path)
     ros.add_node(leader)
     try:
+        assert waited, "the sim started its first episode before it heard the leader"
+        assert wait_for(lambda: sim.sim.running, 10.0), "the sim never started once the leader was heard"
         q = START_RAD + np.array([0.2, 0.1, -0.1, 0.2, 0.3, 0.0])
         move_by_hand(bus, q)
         reached = wait_for(lambda: np.abs(sim.sim.joint_state()[0][:5] - q[:5]).max() < 0.05, 8.0)

@@ -47,7 +47,7 @@ class SO101LeaderArm:
     def __init__(self, port: str, robot_id: str = "leader", calibration_dir: str | Path | None = None,
                  units: str = "degrees", read_retries: int = 1):
         """`read_retries`: extra sync reads after a failed one (a corrupt reply retries at once; a silent
-        servo costs LeRobot's sync-read timeout, about 0.8 s, per try)."""
+        servo costs LeRobot's reply timeout per try, then a ping of each servo to name the silent one)."""
         self.port, self.robot_id = port, robot_id
         self.calibration_dir = Path(calibration_dir).expanduser() if calibration_dir else default_calibration_dir()
         self.calibration_path = self.calibration_dir / f"{robot_id}.json"
@@ -138,6 +138,7 @@ class SO101LeaderArm:
         LeRobot's sync read fails whole when any servo does not answer, and that raises ArmReadError."""
         if not self.is_connected:
             raise ArmReadError(f"the leader on {self.port} is not connected")
+        self._drop_input()  # a reply that came after an earlier read gave up would be taken for this one's
         started = time.time()
         try:
             action = self.leader.get_action()  # {"<joint>.pos": degrees | gripper 0..100}
@@ -149,13 +150,22 @@ class SO101LeaderArm:
         values = np.array([action[f"{name}.pos"] for name in so101.JOINT_NAMES], dtype=np.float64)
         return JointReading(so101.from_lerobot(values), (started + finished) / 2)
 
+    def _drop_input(self) -> None:
+        """Drop what waits in the port: the SDK's clearPort() is serial flush(), which drops nothing read."""
+        serial = getattr(self.bus.port_handler, "ser", None)
+        try:
+            if serial is not None and serial.in_waiting:
+                serial.read(serial.in_waiting)
+        except OSError:  # the adapter went away: the read that follows says so
+            pass
+
     def _silent_servos(self) -> list[str]:
         """'name (id n)' of the servos that do not answer a ping, after a failed read: what to plug in again."""
         handler, port = self.bus.packet_handler, self.bus.port_handler
         silent = []
         for name, motor in self.bus.motors.items():
             try:
-                port.clearPort()  # late replies to the failed read would be taken for the ping's
+                self._drop_input()  # late replies to the failed read would be taken for the ping's
                 answered = handler.ping(port, motor.id)[1] == 0
             except BUS_ERRORS:  # the adapter went away, or a garbled reply
                 answered = False

@@ -80,6 +80,9 @@ ARM_PARAMETERS = (
 )
 
 
+NOT_SAID = "no step queued"  # a hold the arm node counts on /diagnostics without a log line
+
+
 class ArmNode(Node):
     def __init__(self, arm=None, **node_options):
         """`arm`: an ArmInterface to drive instead of the SO-101 the parameters name (tests, other arms)."""
@@ -124,6 +127,7 @@ class ArmNode(Node):
         self.published = 0  # joint_states, one per completed read
         self.loop_periods: list[float] = []  # seconds between tick starts, for bench/bench_arm.py
         self._previous: tuple[float, np.ndarray] | None = None
+        self._held = ""  # why the arm holds now ("": it follows a command), said once at each change
         self._running = threading.Event()
         self._running.set()
         self._closed = False
@@ -155,6 +159,8 @@ class ArmNode(Node):
                 self.loop_periods.append(started - last_start)
             last_start = started
             result = self.control.tick(time.time())
+            if result.decision is not None:
+                self.say_hold(result.decision.reason if result.decision.goal is None else "")
             if result.reading is not None:
                 self.publish_joints(result.reading.positions, result.reading.stamp_s)
                 if result.wrote:  # a dry run, a stop or a latched fault writes nothing: no command was applied
@@ -165,6 +171,18 @@ class ArmNode(Node):
             due += period
             if time.monotonic() - due > period:  # more than a tick late: skip ahead rather than burst
                 due = time.monotonic()
+
+    def say_hold(self, reason: str) -> None:
+        """Log once when the arm starts holding (a policy gone quiet: "chunk stale", a stop, a fault), and
+        when it follows again; the reason stays on /diagnostics while it lasts. A chunk run out before the
+        next one ("no step queued", a tick or two when inference is slow) is counted there, not logged."""
+        if reason == NOT_SAID or reason == self._held:
+            return
+        if reason:
+            self.get_logger().warn(f"holding the arm: {reason} (said once until it changes)")
+        else:
+            self.get_logger().info(f"following commands again after holding ({self._held})")
+        self._held = reason
 
     def publish_joints(self, positions: np.ndarray, stamp_s: float) -> None:
         velocities = np.zeros_like(positions)
@@ -206,7 +224,8 @@ class ArmNode(Node):
         if chain.state in ("fault", "estopped") or any(s.error_bits or not s.answered for s in stats.statuses):
             report.error(chain.faults[0] if chain.faults else chain.state)
         elif chain.state != "running" or chain.hold_reason or stats.read_failures:
-            report.warn(chain.state)
+            report.warn(f"holding: {chain.hold_reason}" if chain.state == "running" and chain.hold_reason
+                        else chain.state if chain.state != "running" else f"{stats.read_failures} failed reads")
         report.update({
             "state": chain.state, "faults": "; ".join(chain.faults), "hold_reason": chain.hold_reason,
             "dry_run": self.dry_run, "clamps": chain.clamps, "executor_clamps": stats.executor_clamps,

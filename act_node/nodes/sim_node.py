@@ -176,14 +176,21 @@ class SimNode(Node):
         self.lock = threading.Lock()  # callbacks vs destroy_node on another thread: never step a closed world
         self.await_subscriber = values["await_subscriber"]
         self.awaited = [name.strip() for name in self.await_subscriber.split(",") if name.strip()]
-        if values["autostart"] and self.awaited:
-            self.log.info(f"waiting for {', '.join(self.awaited)} on act/joint_command, joint_states and the cameras "
-                          "before the first episode")
-            self.awaiting = self.create_timer(0.1, self.start_once_recorded)
+        # a person on a leader arm: the first episode starts once the leader is heard, not while its node starts
+        self.leader_heard = self.command_source != "leader"
+        if values["autostart"] and (self.awaited or not self.leader_heard):
+            waits = [f"{', '.join(self.awaited)} on act/joint_command, joint_states and the cameras"] if self.awaited \
+                else []
+            waits += [] if self.leader_heard else ["the leader arm on leader/joint_states"]
+            self.log.info(f"waiting for {' and '.join(waits)} before the first episode")
+            self.awaiting = self.create_timer(0.1, self.start_when_ready)
         elif values["autostart"]:
             self.start_episode()
 
-    def start_once_recorded(self) -> None:
+    def start_when_ready(self) -> None:
+        """The first episode, once the awaited nodes subscribe and (command_source:=leader) the leader is heard."""
+        if not self.leader_heard:
+            return
         # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images
         for publisher in (self.command_pub, self.joint_pub, *self.image_pubs.values()):
             listeners = {info.node_name for info in self.get_subscriptions_info_by_topic(publisher.topic_name)}
@@ -305,6 +312,7 @@ class SimNode(Node):
     # --- chunks ------------------------------------------------------------------------------------------
     def on_leader(self, leader: tuple[float, object]) -> None:
         """A leader arm's pose: followed from this tick for LEADER_HOLD_S, through the executor's limits."""
+        self.leader_heard = True
         with self.lock:
             if self.closed or not self.sim.running:
                 return
