@@ -152,11 +152,6 @@ def test_a_camera_that_stops_is_reported_stale_and_answered_again_when_it_return
     assert "camera/front" in values["stale_inputs"] and probe.status(node).level == DiagnosticStatus.WARN
     assert float(values["camera/front.silent_s"]) > 1.0
     assert probe.chunks == [], "a chunk was built without the front camera"
-    # its first frame back comes after the joints of a tick it missed: those lack the camera, not the reverse
-    probe.observe(fresh(0.05), cameras=("wrist",))
-    probe.observe(fresh(0.3), cameras=("front",), joints=False)
-    time.sleep(1.5)
-    assert "joint_states stale" not in refusals(probe, node), probe.values(node)
     back = fresh()
     probe.observe(back)
     assert answered(probe, back), "no chunk once the camera was back"
