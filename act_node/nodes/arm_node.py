@@ -160,7 +160,7 @@ class ArmNode(Node):
             last_start = started
             result = self.control.tick(time.time())
             if result.decision is not None:
-                self.say_hold(result.decision.reason if result.decision.goal is None else "")
+                self.say_hold(result.decision.reason)  # "" when a goal was written (the chain's hold_reason too)
             if result.reading is not None:
                 self.publish_joints(result.reading.positions, result.reading.stamp_s)
                 if result.wrote:  # a dry run, a stop or a latched fault writes nothing: no command was applied
@@ -223,9 +223,12 @@ class ArmNode(Node):
         chain, stats, ledger = self.control.chain, self.control.stats, self.control.ledger
         if chain.state in ("fault", "estopped") or any(s.error_bits or not s.answered for s in stats.statuses):
             report.error(chain.faults[0] if chain.faults else chain.state)
-        elif chain.state != "running" or chain.hold_reason or stats.read_failures:
-            report.warn(f"holding: {chain.hold_reason}" if chain.state == "running" and chain.hold_reason
-                        else chain.state if chain.state != "running" else f"{stats.read_failures} failed reads")
+        elif chain.state != "running":
+            report.warn(chain.state)
+        elif chain.hold_reason:
+            report.warn(f"holding: {chain.hold_reason}")
+        elif stats.read_failures:
+            report.warn(f"{stats.read_failures} failed reads")
         report.update({
             "state": chain.state, "faults": "; ".join(chain.faults), "hold_reason": chain.hold_reason,
             "dry_run": self.dry_run, "clamps": chain.clamps, "executor_clamps": stats.executor_clamps,
