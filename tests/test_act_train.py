@@ -300,3 +300,29 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     assert str(tmp_path / "encoder" / "backbone.safetensors") in shipped.command("record")
     with pytest.raises(FileNotFoundError, match="no backbone.safetensors"):
         Recipe(tmp_path, RecipeSettings(encoder=str(tmp_path / "nowhere")), python="python").command("encoder")
+
+
+def test_the_image_less_ablation_is_the_same_loop_without_the_cameras(tiny_dataset, backbone, cache, tmp_path):
+    """--no-cameras: the same data, sampler and seed, an ACT with no image input and no backbone, which LeRobot
+    loads and runs on the joints and the target alone."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    settings = Settings(steps=2, batch_size=2, save_every=2, use_cameras=False)
+    run = Run(tiny_dataset, cache, backbone, tmp_path / "act", settings)
+    assert run.cameras == [] and run.data.maps == {} and not hasattr(run.policy.model, "backbone")
+    with_cameras = Run(tiny_dataset, cache, backbone, tmp_path / "cameras", Settings(steps=2, batch_size=2))
+    batch = run.data.batch(np.random.default_rng(0), 2)
+    assert not any(key.startswith("observation.images.") for key in batch)
+    assert torch.equal(batch["action"], with_cameras.data.batch(np.random.default_rng(0), 2)["action"])
+    run.train(progress=False)
+    model = tmp_path / "act" / "checkpoints" / "000002" / "pretrained_model"
+    config = json.loads((model / "config.json").read_text())
+    assert set(config["input_features"]) == {"observation.state", "observation.environment_state"}
+    about = json.loads((model / "act_node_training.json").read_text())
+    assert about["use_cameras"] is False and "no cameras" in about["trainer"]
+    loaded = ACTPolicy.from_pretrained(str(model)).eval()
+    preprocessor, _ = make_pre_post_processors(loaded.config, pretrained_path=str(model))
+    observation = {"observation.state": torch.from_numpy(run.data.state[:1]),
+                   "observation.environment_state": torch.from_numpy(run.data.env[:1])}
+    assert loaded.predict_action_chunk(preprocessor(observation)).shape == (1, 100, 6)

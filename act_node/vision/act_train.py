@@ -50,6 +50,7 @@ class Settings:
     save_every: int = 2_000
     seed: int = 0
     use_environment_state: bool = True  # the ablation: the same run without the target and request
+    use_cameras: bool = True  # the other ablation: the same run, data and loop without the images
 
 
 class CachedMaps(nn.Module):
@@ -86,7 +87,7 @@ class Demonstrations:
         boundaries = np.flatnonzero(np.diff(episodes)) + 1
         for start, end in zip(np.r_[0, boundaries], np.r_[boundaries, len(episodes)], strict=True):
             ends[start:end] = end
-        maps = load_maps(cache, cameras)
+        maps = load_maps(cache, cameras) if cameras else {}
         for camera, values in maps.items():
             if len(values) != len(index):
                 raise ValueError(f"{cache}: {len(values)} {camera} maps for {len(index)} frames: the cache is of "
@@ -111,9 +112,10 @@ class Demonstrations:
         return batch
 
 
-def policy_config(dataset_root: Path, use_environment_state: bool = True):
+def policy_config(dataset_root: Path, use_environment_state: bool = True, use_cameras: bool = True):
     """The recipe's ACTConfig (training.act_config's numbers) for this dataset's features, images VISUAL IDENTITY
-    (the encoder's input: float RGB in [0, 1]) and the backbone's learning rate 0 in spirit: it is frozen."""
+    (the encoder's input: float RGB in [0, 1]) and the backbone's learning rate 0 in spirit: it is frozen.
+    Without `use_cameras` the dataset's videos are left out: an ACT on the joints (and target) only."""
     from lerobot.configs.types import FeatureType, NormalizationMode, PolicyFeature
 
     from act_node.training import act_config
@@ -124,7 +126,7 @@ def policy_config(dataset_root: Path, use_environment_state: bool = True):
     if use_environment_state:
         inputs[ENV] = PolicyFeature(FeatureType.ENV, tuple(features[ENV]["shape"]))
     for key, feature in features.items():
-        if feature["dtype"] == "video":
+        if feature["dtype"] == "video" and use_cameras:
             height, width, channels = feature["shape"]
             inputs[key] = PolicyFeature(FeatureType.VISUAL, (channels, height, width))
     outputs = {ACTION: PolicyFeature(FeatureType.ACTION, tuple(features[ACTION]["shape"]))}
@@ -150,17 +152,19 @@ class Run:
 
         self.dataset_root, self.backbone_path = Path(dataset_root), Path(backbone)
         self.out, self.settings = Path(out), settings
-        self.config = policy_config(dataset_root, settings.use_environment_state)
+        self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
         self.cameras = [camera_name(key) for key in self.config.image_features]
         self.data = Demonstrations.load(dataset_root, cache, self.cameras)
         if not settings.use_environment_state:
             self.data.env = np.zeros((len(self.data), 0), dtype=np.float32)
         torch.manual_seed(settings.seed)
         self.policy = ACTPolicy(self.config)
-        load_backbone(self.policy, self.backbone_path)
-        self.backbone = self.policy.model.backbone
-        for parameter in self.backbone.parameters():
-            parameter.requires_grad_(False)
+        self.backbone = None  # without cameras ACT has no backbone
+        if self.cameras:
+            load_backbone(self.policy, self.backbone_path)
+            self.backbone = self.policy.model.backbone
+            for parameter in self.backbone.parameters():
+                parameter.requires_grad_(False)
         stats = dataset_stats(dataset_root, [STATE, ENV, ACTION])
         self.preprocessor, self.postprocessor = make_pre_post_processors(self.config, dataset_stats=stats)
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
@@ -208,18 +212,21 @@ class Run:
         scratch = self.checkpoints / f"{self.step:06d}.partial"
         shutil.rmtree(scratch, ignore_errors=True)
         model = scratch / "pretrained_model"
-        self.policy.model.backbone = self.backbone
+        if self.backbone is not None:
+            self.policy.model.backbone = self.backbone
         try:
             self.policy.save_pretrained(model)
         finally:
-            self.policy.model.backbone = CachedMaps()
+            if self.backbone is not None:
+                self.policy.model.backbone = CachedMaps()
         self.preprocessor.save_pretrained(model)
         self.postprocessor.save_pretrained(model)
         renderer = dataset_renderer(self.dataset_root)
         if renderer:
             write_renderer(model, renderer)
         (model / SETTINGS_FILE).write_text(json.dumps({
-            "trainer": "act_node.vision.act_train (LeRobot ACTPolicy, frozen pretrained backbone, cached maps)",
+            "trainer": "act_node.vision.act_train (LeRobot ACTPolicy, " + (
+                "frozen pretrained backbone, cached maps)" if self.backbone is not None else "no cameras)"),
             "dataset_root": str(self.dataset_root.resolve()), "backbone": str(self.backbone_path.resolve()),
             "step": self.step, "frames": len(self.data), **asdict(self.settings)}, indent=1) + "\n")
         shutil.rmtree(folder, ignore_errors=True)
@@ -236,7 +243,8 @@ class Run:
         if self.step >= settings.steps:
             print(f"nothing to do: {self.out} is at step {self.step} of {settings.steps}")
             return None
-        self.policy.model.backbone = CachedMaps()
+        if self.backbone is not None:
+            self.policy.model.backbone = CachedMaps()
         self.policy.train()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         bar = tqdm(total=settings.steps, initial=self.step, desc="ACT", unit="step", disable=not progress)
@@ -259,7 +267,8 @@ class Run:
                 losses, started = [], time.monotonic()
                 last = self.save()
         bar.close()
-        self.policy.model.backbone = self.backbone
+        if self.backbone is not None:
+            self.policy.model.backbone = self.backbone
         return last
 
 
@@ -302,9 +311,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=Settings.seed)
     parser.add_argument("--no-environment-state", action="store_true",
                         help="the ablation: no target and request (observation.environment_state) in the policy")
+    parser.add_argument("--no-cameras", action="store_true",
+                        help="the other ablation: the same data, loop and seed without the camera images (the "
+                        "image-less ACT, to measure what the images bring)")
     args = parser.parse_args(argv)
     settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
-                        use_environment_state=not args.no_environment_state)
+                        use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras)
     run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
     run.train()
 
