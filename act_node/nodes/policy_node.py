@@ -284,10 +284,12 @@ class PolicyNode(Node):
             self.answered_s = -math.inf
 
     def _say_restart(self, why: str, start_s: float) -> None:
+        # throttled: two publishers of one topic on different times (a bag played beside a live driver) jump
+        # back and forth at their rate; the count is on /diagnostics (time_jumps_back)
         self.get_logger().warn(f"{why} (to t={start_s:.3f} s): the time jumped back; the matcher, the policy's "
                                f"queue and the answered stamp are reset" +
                                (f", the run goes on from t={start_s:.3f} s" if self.episode_start_s is not None
-                                else ""))
+                                else ""), throttle_duration_sec=2.0)
         self._wake.set()
 
     def _clock_s(self) -> float | None:
@@ -508,12 +510,15 @@ class PolicyNode(Node):
                 break
             if waited <= self.stale_s or (offset is not None and abs(offset) <= self.matcher.skew_s):
                 continue
-            if offset is not None and offset > 0:  # frames after, and the joint states silent
+            if offset is not None and offset > 0 and silent["joints"] > self.stale_s:  # frames after, joints silent
                 problem = ("joint_states stale", f"no joint states for {silent['joints']:.1f} s")
-            elif offset is None or offset < -self.stale_s or silent[camera] > self.stale_s:
-                newest = "no frame" if offset is None else f"its nearest frame {-offset:.3f} s before"
-                problem = (f"{camera} stale", f"camera {camera} silent for {silent[camera]:.1f} s ({newest} the "
-                           f"joint states of t={stamp:.3f} s)")
+            elif offset is None or offset > 0 or offset < -self.stale_s or silent[camera] > self.stale_s:
+                # no frame of this stamp: none at all, only later ones (it was silent then), or only older ones
+                nearest = "no frame" if offset is None else \
+                    f"its nearest frame {abs(offset):.3f} s {'after' if offset > 0 else 'before'}"
+                how = f"silent for {silent[camera]:.1f} s" if silent[camera] > self.stale_s else \
+                    "publishing, but no frame of this stamp"
+                problem = (f"{camera} stale", f"camera {camera} {how} ({nearest} the joint states of t={stamp:.3f} s)")
             if problem is not None:
                 break
         if problem is not None:
