@@ -326,3 +326,48 @@ def test_the_image_less_ablation_is_the_same_loop_without_the_cameras(tiny_datas
     observation = {"observation.state": torch.from_numpy(run.data.state[:1]),
                    "observation.environment_state": torch.from_numpy(run.data.env[:1])}
     assert loaded.predict_action_chunk(preprocessor(observation)).shape == (1, 100, 6)
+
+
+def test_a_camera_run_starts_from_the_image_less_one_of_the_same_data(tiny_dataset, backbone, cache, tmp_path):
+    """--init-from: the camera policy begins as the image-less checkpoint (every weight it has, by name) with the
+    pretrained backbone and a new image projection; a checkpoint of other data or another architecture is refused
+    by name, and nothing is loaded then."""
+    from safetensors.torch import load_file, save_file
+
+    from act_node.vision.export import load_backbone
+
+    Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2,
+                                                                    use_cameras=False)).train(progress=False)
+    plain = tmp_path / "plain" / "checkpoints" / "000002" / "pretrained_model"
+    weights = load_file(str(plain / "model.safetensors"))
+    run = Run(tiny_dataset, cache, backbone, tmp_path / "warm", Settings(steps=2, batch_size=2, init_from=str(plain)))
+    state = run.policy.state_dict()
+    assert weights and all(torch.equal(state[key], value) for key, value in weights.items())
+    assert run.warm_started and all(key.startswith(("model.backbone.", "model.encoder_img_feat_input_proj."))
+                                    for key in run.warm_started)
+    assert any(key.startswith("model.encoder_img_feat_input_proj.") for key in run.warm_started)
+    reference = Run(tiny_dataset, cache, backbone, tmp_path / "cold", Settings(steps=2, batch_size=2))
+    cold = reference.policy.state_dict()
+    assert any(not torch.equal(cold[key], value) for key, value in weights.items()), "the start did not change"
+    load_backbone(reference.policy, backbone)
+    assert all(torch.equal(state[key], reference.policy.state_dict()[key]) for key in state
+               if key.startswith("model.backbone."))
+    # the image-less policy cannot take a camera checkpoint (its image projection has no place there)
+    run.train(progress=False)
+    camera = tmp_path / "warm" / "checkpoints" / "000002" / "pretrained_model"
+    with pytest.raises(ValueError, match=r"model\.backbone\..* is not in this policy \(another architecture\)"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "back", Settings(steps=2, use_cameras=False,
+                                                                       init_from=str(camera)))
+    # a checkpoint normalized with other statistics: other data
+    other = tmp_path / "other"
+    other.mkdir()
+    for file in plain.iterdir():
+        (other / file.name).write_bytes(file.read_bytes())
+    stats_file = next(other.glob("policy_preprocessor_step_*_normalizer_processor.safetensors"))
+    stats = load_file(str(stats_file))
+    stats["action.mean"] = stats["action.mean"] + 0.1
+    save_file(stats, str(stats_file))
+    with pytest.raises(ValueError, match="action.mean is not this dataset's"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "wrong", Settings(steps=2, init_from=str(other)))
+    with pytest.raises(FileNotFoundError, match="no model.safetensors"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "none", Settings(steps=2, init_from=str(tmp_path)))

@@ -51,6 +51,7 @@ class Settings:
     seed: int = 0
     use_environment_state: bool = True  # the ablation: the same run without the target and request
     use_cameras: bool = True  # the other ablation: the same run, data and loop without the images
+    init_from: str | None = None  # a pretrained_model of the same data (the image-less run): its weights to start
 
 
 class CachedMaps(nn.Module):
@@ -141,6 +142,47 @@ def dataset_stats(dataset_root: Path, keys: list[str]) -> dict[str, dict[str, to
             for key in keys if key in stats}
 
 
+def _normalizer(pipeline):
+    """The normalization step of a LeRobot processor pipeline (its state: the dataset's statistics)."""
+    from lerobot.processor import NormalizerProcessorStep
+
+    return next(step for step in pipeline.steps if isinstance(step, NormalizerProcessorStep))
+
+
+def warm_start(policy, preprocessor, checkpoint: Path) -> list[str]:
+    """Start `policy` from another ACT checkpoint of the same data: typically the image-less run's, so that a
+    camera run begins with a policy that already reaches and holds, and its image tokens are added to it.
+
+    Every weight of the checkpoint is loaded into the key of the same name (ACT's transformer, the joint and
+    target projections, the action head, the latent); the policy's keys the checkpoint lacks (the backbone, the
+    image projection) stay as they are. Returns those keys. ValueError, naming the first offender, when the
+    checkpoint has a key the policy lacks or of another shape, or was normalized with other statistics (other
+    data: the same weights would then mean something else)."""
+    from safetensors.torch import load_file
+
+    model = Path(checkpoint)
+    weights_file = model / "model.safetensors"
+    if not weights_file.is_file():
+        raise FileNotFoundError(f"--init-from {model}: no model.safetensors (a pretrained_model folder is expected)")
+    weights = load_file(str(weights_file))
+    ours = policy.state_dict()
+    for key, value in weights.items():
+        if key not in ours:
+            raise ValueError(f"--init-from {model}: {key} is not in this policy (another architecture)")
+        if tuple(value.shape) != tuple(ours[key].shape):
+            raise ValueError(f"--init-from {model}: {key} is {tuple(value.shape)} there, {tuple(ours[key].shape)} "
+                             "here")
+    stats_files = sorted(model.glob("policy_preprocessor_step_*_normalizer_processor.safetensors"))
+    if not stats_files:
+        raise FileNotFoundError(f"--init-from {model}: no policy_preprocessor normalizer statistics")
+    theirs, here = load_file(str(stats_files[0])), _normalizer(preprocessor).state_dict()
+    for key in (f"{feature}.{moment}" for feature in (STATE, ENV, ACTION) for moment in ("mean", "std")):
+        if key in here and (key not in theirs or not torch.allclose(theirs[key], here[key])):
+            raise ValueError(f"--init-from {model}: its {key} is not this dataset's: it was trained on other data")
+    policy.load_state_dict(weights, strict=False)
+    return sorted(set(ours) - set(weights))
+
+
 class Run:
     """One ACT training run in OUT: build or resume, step, checkpoint."""
 
@@ -167,6 +209,9 @@ class Run:
                 parameter.requires_grad_(False)
         stats = dataset_stats(dataset_root, [STATE, ENV, ACTION])
         self.preprocessor, self.postprocessor = make_pre_post_processors(self.config, dataset_stats=stats)
+        self.warm_started: list[str] = []
+        if settings.init_from:  # before _restore: a resumed run then loads its own newest weights over these
+            self.warm_started = warm_start(self.policy, self.preprocessor, Path(settings.init_from))
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
         groups = [{**group, "params": list(group["params"])} for group in groups]
         self.optimizer = torch.optim.AdamW(groups, lr=self.config.optimizer_lr,
@@ -314,9 +359,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-cameras", action="store_true",
                         help="the other ablation: the same data, loop and seed without the camera images (the "
                         "image-less ACT, to measure what the images bring)")
+    parser.add_argument("--init-from", default=None,
+                        help="start from this pretrained_model of the same data (say the --no-cameras run's): its "
+                        "weights where the names match; the backbone stays the pretrained one, the image "
+                        "projection new")
     args = parser.parse_args(argv)
     settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
-                        use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras)
+                        use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras,
+                        init_from=str(Path(args.init_from).resolve()) if args.init_from else None)
     run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
     run.train()
 
