@@ -371,3 +371,22 @@ def test_a_camera_run_starts_from_the_image_less_one_of_the_same_data(tiny_datas
         Run(tiny_dataset, cache, backbone, tmp_path / "wrong", Settings(steps=2, init_from=str(other)))
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         Run(tiny_dataset, cache, backbone, tmp_path / "none", Settings(steps=2, init_from=str(tmp_path)))
+
+
+def test_the_first_episodes_only(tiny_dataset, cache):
+    """--episodes N: the dataset's first N episodes (the recipe's clean ones, recorded before the pushed ones),
+    their frames and maps only, so that no sampled chunk reaches into a later episode; N past the dataset's
+    episodes is refused by name."""
+    import pandas as pd
+
+    whole = Demonstrations.load(tiny_dataset, cache, list(CAMERAS))
+    first = Demonstrations.load(tiny_dataset, cache, list(CAMERAS), first_episodes=1)
+    table = pd.concat(pd.read_parquet(p) for p in sorted((tiny_dataset / "data").glob("chunk-*/file-*.parquet")))
+    length = int((table["episode_index"] == 0).sum())
+    assert 0 < length < len(whole) and len(first) == length
+    assert set(first.episode_end) == {length} and all(len(v) == length for v in first.maps.values())
+    np.testing.assert_array_equal(first.action, whole.action[:length])
+    np.testing.assert_array_equal(first.maps["front"], whole.maps["front"][:length])
+    assert not first.batch(np.random.default_rng(0), 64)["action_is_pad"].all()
+    with pytest.raises(ValueError, match="--episodes 3: .* has 2 episodes"):
+        Demonstrations.load(tiny_dataset, cache, list(CAMERAS), first_episodes=3)

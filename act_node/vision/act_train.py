@@ -52,6 +52,7 @@ class Settings:
     use_environment_state: bool = True  # the ablation: the same run without the target and request
     use_cameras: bool = True  # the other ablation: the same run, data and loop without the images
     init_from: str | None = None  # a pretrained_model of the same data (the image-less run): its weights to start
+    episodes: int | None = None  # train on the dataset's first N episodes only (the recipe's clean ones: 240)
 
 
 class CachedMaps(nn.Module):
@@ -73,7 +74,9 @@ class Demonstrations:
     maps: dict[str, np.ndarray]
 
     @classmethod
-    def load(cls, dataset_root: Path, cache: Path, cameras: list[str]) -> Demonstrations:
+    def load(cls, dataset_root: Path, cache: Path, cameras: list[str], first_episodes: int | None = None
+             ) -> Demonstrations:
+        """`first_episodes`: only the dataset's first N episodes (by episode_index; a prefix of its frames)."""
         import pandas as pd
 
         files = sorted((Path(dataset_root) / "data").glob("chunk-*/file-*.parquet"))
@@ -84,6 +87,15 @@ class Demonstrations:
         if not np.array_equal(index, np.arange(len(index))):
             raise ValueError(f"{dataset_root}: frame indices are not 0..{len(index) - 1}")
         episodes = table["episode_index"].to_numpy()
+        if first_episodes is not None:
+            have = int(episodes.max()) + 1
+            if not 0 < first_episodes <= have:
+                raise ValueError(f"--episodes {first_episodes}: {dataset_root} has {have} episodes")
+            keep = int(np.searchsorted(episodes, first_episodes))  # episode_index rises with index
+            if np.any(episodes[:keep] >= first_episodes) or np.any(episodes[keep:] < first_episodes):
+                raise ValueError(f"{dataset_root}: episodes are not stored in order, the first {first_episodes} "
+                                 "are not a prefix of its frames")
+            table, episodes = table.iloc[:keep], episodes[:keep]
         ends = np.zeros(len(episodes), dtype=np.int64)
         boundaries = np.flatnonzero(np.diff(episodes)) + 1
         for start, end in zip(np.r_[0, boundaries], np.r_[boundaries, len(episodes)], strict=True):
@@ -93,6 +105,7 @@ class Demonstrations:
             if len(values) != len(index):
                 raise ValueError(f"{cache}: {len(values)} {camera} maps for {len(index)} frames: the cache is of "
                                  "another dataset")
+        maps = {camera: values[:len(episodes)] for camera, values in maps.items()}
         column = lambda name: np.stack(table[name].to_numpy()).astype(np.float32)  # noqa: E731
         return cls(column(STATE), column(ENV), column(ACTION), ends, maps)
 
@@ -196,7 +209,7 @@ class Run:
         self.out, self.settings = Path(out), settings
         self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
         self.cameras = [camera_name(key) for key in self.config.image_features]
-        self.data = Demonstrations.load(dataset_root, cache, self.cameras)
+        self.data = Demonstrations.load(dataset_root, cache, self.cameras, settings.episodes)
         if not settings.use_environment_state:
             self.data.env = np.zeros((len(self.data), 0), dtype=np.float32)
         torch.manual_seed(settings.seed)
@@ -363,10 +376,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="start from this pretrained_model of the same data (say the --no-cameras run's): its "
                         "weights where the names match; the backbone stays the pretrained one, the image "
                         "projection new")
+    parser.add_argument("--episodes", type=int, default=None,
+                        help="only the dataset's first N episodes (the recipe's 240 clean ones, without the pushed "
+                        "ones recorded after them); the normalization stays the whole dataset's")
     args = parser.parse_args(argv)
     settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
                         use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras,
-                        init_from=str(Path(args.init_from).resolve()) if args.init_from else None)
+                        init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
+                        episodes=args.episodes)
     run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
     run.train()
 
