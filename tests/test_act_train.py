@@ -2,6 +2,7 @@
 policy that trained on them, a stopped run resumes to the same weights, and the recipe skips what is done."""
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -287,9 +288,12 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
                                                                "dataset": {"episodes": 7, "frames": 70}}))
     assert recipe.cache_state() == "done" and recipe.command("cache") is None
     act = recipe.command("act")
-    assert act[act.index("--steps") + 1] == "10"
+    assert act[act.index("--steps") + 1] == "10" and act[act.index("--average-last") + 1] == "3"
     (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model").mkdir(parents=True)
     (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model" / "config.json").write_text("{}")
+    assert recipe.command("act") == act  # trained, not yet averaged: the same command, which then averages
+    (tmp_path / "act" / "average" / "pretrained_model").mkdir(parents=True)
+    (tmp_path / "act" / "average" / "pretrained_model" / "config.json").write_text("{}")
     assert recipe.command("act") is None
     with pytest.raises(ValueError, match="unknown stage"):
         recipe.command("deploy")
@@ -390,3 +394,31 @@ def test_the_first_episodes_only(tiny_dataset, cache):
     assert not first.batch(np.random.default_rng(0), 64)["action_is_pad"].all()
     with pytest.raises(ValueError, match="--episodes 3: .* has 2 episodes"):
         Demonstrations.load(tiny_dataset, cache, list(CAMERAS), first_episodes=3)
+
+
+def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, cache, tmp_path, capsys):
+    """--average-last K: after the steps, OUT/average/pretrained_model is the mean of the last K checkpoints;
+    run again when the steps are done it only averages; K = 1 and a checkpoint that is not there are refused."""
+    from safetensors.torch import load_file
+
+    from act_node.vision.act_train import main
+
+    common = ["--dataset", str(tiny_dataset), "--cache", str(cache), "--backbone", str(backbone), "--out",
+              str(tmp_path / "run"), "--steps", "6", "--save-every", "2", "--batch-size", "2", "--no-cameras"]
+    main([*common, "--average-last", "3"])
+    weights = [load_file(str(tmp_path / "run" / "checkpoints" / f"{step:06d}" / "pretrained_model" /
+                             "model.safetensors")) for step in (2, 4, 6)]
+    mean = load_file(str(tmp_path / "run" / "average" / "pretrained_model" / "model.safetensors"))
+    moved = [key for key in mean if not torch.equal(weights[0][key], weights[2][key])]
+    assert moved
+    for key in moved:
+        torch.testing.assert_close(mean[key], sum(w[key] for w in weights) / 3)
+    shutil.rmtree(tmp_path / "run" / "average")
+    main([*common, "--average-last", "2"])  # nothing to train: averages the last two
+    assert "nothing to do" in capsys.readouterr().out
+    mean = load_file(str(tmp_path / "run" / "average" / "pretrained_model" / "model.safetensors"))
+    torch.testing.assert_close(mean[moved[0]], (weights[1][moved[0]] + weights[2][moved[0]]) / 2)
+    with pytest.raises(FileNotFoundError, match="000000/pretrained_model not there"):
+        main([*common, "--average-last", "4"])
+    with pytest.raises(SystemExit):
+        main([*common, "--average-last", "1"])
