@@ -234,6 +234,12 @@ class Run:
         self.history: list[dict] = []
         self._restore()
 
+    def _backbone_slot(self, cached: bool) -> None:
+        """ACT's backbone slot: the cached maps while training, the real backbone for a checkpoint and after;
+        nothing to do without cameras (no backbone)."""
+        if self.backbone is not None:
+            self.policy.model.backbone = CachedMaps() if cached else self.backbone
+
     @property
     def checkpoints(self) -> Path:
         return self.out / "checkpoints"
@@ -270,13 +276,11 @@ class Run:
         scratch = self.checkpoints / f"{self.step:06d}.partial"
         shutil.rmtree(scratch, ignore_errors=True)
         model = scratch / "pretrained_model"
-        if self.backbone is not None:
-            self.policy.model.backbone = self.backbone
+        self._backbone_slot(cached=False)
         try:
             self.policy.save_pretrained(model)
         finally:
-            if self.backbone is not None:
-                self.policy.model.backbone = CachedMaps()
+            self._backbone_slot(cached=True)
         self.preprocessor.save_pretrained(model)
         self.postprocessor.save_pretrained(model)
         renderer = dataset_renderer(self.dataset_root)
@@ -301,8 +305,7 @@ class Run:
         if self.step >= settings.steps:
             print(f"nothing to do: {self.out} is at step {self.step} of {settings.steps}")
             return None
-        if self.backbone is not None:
-            self.policy.model.backbone = CachedMaps()
+        self._backbone_slot(cached=True)
         self.policy.train()
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
         bar = tqdm(total=settings.steps, initial=self.step, desc="ACT", unit="step", disable=not progress)
@@ -325,8 +328,7 @@ class Run:
                 losses, started = [], time.monotonic()
                 last = self.save()
         bar.close()
-        if self.backbone is not None:
-            self.policy.model.backbone = self.backbone
+        self._backbone_slot(cached=False)
         return last
 
 
