@@ -198,6 +198,10 @@ class DemonstrationWriter:
         abandon_episode(self.dataset, self.seeds, None, self.root)
 
 
+# a sim episode whose successor's start came before its result: it waits end_wait_s for the result
+OVERTAKEN = "overtaken"
+
+
 @dataclass
 class Episode:
     """One episode being recorded: its frames are matched apart from the next one's."""
@@ -207,7 +211,7 @@ class Episode:
     seed: int | None
     renderer: str | None
     matcher: FrameMatcher
-    end: object = None  # None while it runs; then its EpisodeResult (the sim), "stop" or "discard"
+    end: object = None  # None while it runs; then its EpisodeResult (the sim), "stop", "discard" or OVERTAKEN
     deadline: float = 0.0  # clock time by which its last parts must be in
     opened: bool = False  # the writer has started it
 
@@ -259,8 +263,8 @@ class Recorder:
     def command(self, stamp_s: float, positions: np.ndarray) -> None:
         with self.lock:
             self.recent.append(("command", stamp_s, positions))
-            episode = self.running
-            if episode is not None and stamp_s >= episode.start_s - 1e-9:
+            episode = self._episode_of(stamp_s)
+            if episode is not None:
                 episode.matcher.add_command(stamp_s, positions)
 
     def part(self, source: str, stamp_s: float, value) -> None:
@@ -275,10 +279,15 @@ class Recorder:
 
     # --- episodes ------------------------------------------------------------------------------------------
     def begin(self, task: str, start_s: float, seed: int | None = None, renderer: str | None = None) -> None:
-        """A new episode from `start_s`; one still running is dropped (it never ended)."""
+        """A new episode from `start_s`. One still running is dropped (it never ended), except a sim episode
+        (one with a seed): its result and the next start come on different topics, so the start can overtake
+        the result. It then waits `end_wait_s` for its result, and is dropped only if none comes."""
         with self.lock:
-            if self.running is not None:
-                self.running.end = "discard"
+            running = self.running
+            if running is not None and running.seed is not None:
+                running.end, running.deadline = OVERTAKEN, self.clock() + self.settings.end_wait_s
+            elif running is not None:
+                running.end = "discard"
             matcher = FrameMatcher(list(self.settings.cameras), self.settings.skew_s, self.settings.late_s)
             for source, stamp, value in self.recent:  # what came before this start message did
                 if source == "command":
@@ -290,10 +299,15 @@ class Recorder:
 
     def end(self, how, seed: int | None = None) -> bool:
         """End the running episode: with its EpisodeResult (kept if it succeeded, or keep_failures), "stop"
-        (kept) or "discard". A result for another seed than the running episode's is ignored. Whether one ended."""
+        (kept) or "discard". A result ends the episode of its seed, running or overtaken by the next one's start;
+        a result for no such episode is ignored. Whether one ended."""
         with self.lock:
-            episode = self.running
-            if episode is None or (not isinstance(how, str) and episode.seed != seed):
+            if isinstance(how, str):
+                episode = self.running
+            else:  # the sim's result: of the running episode, or of one whose successor's start overtook it
+                episode = next((e for e in reversed(self.episodes)
+                                if (e.end is None or e.end == OVERTAKEN) and e.seed == seed), None)
+            if episode is None:
                 return False
             episode.end, episode.deadline = how, self.clock() + self.settings.end_wait_s
         return True
@@ -307,13 +321,16 @@ class Recorder:
             if not self.episodes:
                 return False
             episode = self.episodes[0]
-            done = episode.end == "discard" or (episode.end is not None and (
-                drain or self.clock() >= episode.deadline or self._all_in(episode)))
+            due = drain or self.clock() >= episode.deadline
+            if episode.end == OVERTAKEN:
+                done = due  # its result did not come in time: dropped
+            else:
+                done = episode.end == "discard" or (episode.end is not None and (due or self._all_in(episode)))
             target = self.target
             fresh = target is not None and target[0] >= episode.start_s - 1e-6
             if use_target and not fresh and not done:
                 return False  # its frames wait for the episode's target point
-            waiting = episode.end == "discard" or (use_target and not fresh)
+            waiting = episode.end in ("discard", OVERTAKEN) or (use_target and not fresh)
             frames = [] if waiting else episode.matcher.frames(flush=done)
             given_up = episode.matcher.counts.given_up
             if done:
@@ -342,6 +359,21 @@ class Recorder:
             if self.writer is not None:
                 self.writer.close()
 
+    def _episode_of(self, stamp_s: float) -> Episode | None:
+        """The episode a command of this stamp is a tick of: the running one from its start, or a sim episode
+        already ended whose ticks include it. Commands and the result come on different topics, so a result
+        can overtake its episode's last commands (a bag of the graph had 4 after it), which its end wait expects."""
+        for episode in reversed(self.episodes):
+            if stamp_s < episode.start_s - 1e-9:
+                continue  # an earlier episode's
+            if episode.end is None or episode.end == OVERTAKEN:  # bounded by the next episode's start
+                return episode
+            if isinstance(episode.end, str):  # stopped or discarded: no tick count to bound it
+                return None
+            last = episode.start_s + (episode.end.steps - 1) / self.settings.fps
+            return episode if stamp_s <= last + episode.matcher.skew_s else None
+        return None
+
     def _all_in(self, episode: Episode) -> bool:
         """A sim episode's every command and every part of its last tick are here (its result gives the steps)."""
         if isinstance(episode.end, str):
@@ -353,11 +385,13 @@ class Recorder:
 
     def _end(self, episode: Episode, given_up: int) -> None:
         failed = not isinstance(episode.end, str) and not episode.end.success
-        kept = episode.end != "discard" and not (failed and not self.settings.keep_failures)
+        kept = episode.end not in ("discard", OVERTAKEN) and not (failed and not self.settings.keep_failures)
         if not kept or not episode.opened:
             if episode.opened:
                 self.writer.discard()
-            why = "it failed" if failed else "discarded" if episode.end == "discard" else "no complete frame"
+            why = "it failed" if failed else "discarded" if episode.end == "discard" else \
+                "the next episode started and its result never came" if episode.end == OVERTAKEN else \
+                "no complete frame"
             self._report(episode, f"episode not kept: {why}")
             return
         lacked = dict(episode.matcher.counts.incomplete)  # given-up frames by the part they lacked

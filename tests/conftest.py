@@ -73,10 +73,21 @@ def wait_for(condition, seconds: float = 10.0) -> bool:
 
 
 def retire(executor, *nodes) -> None:
-    """Take nodes off the executor and destroy them, so that nothing they latched outlives the test."""
-    for node in nodes:
-        executor.remove_node(node)
-        node.destroy_node()
+    """Take nodes off the `ros` executor and destroy them, so that nothing they latched outlives the test.
+
+    On the executor's own thread, as a task: a node destroyed from another thread while the executor gathers
+    its wait set raises InvalidHandle there (rclpy keeps a waitable it could not enter and adds it anyway), the
+    spinning thread dies, and every later test of the module hears nothing (a full run lost two that way)."""
+
+    def destroy() -> None:
+        for node in nodes:
+            executor.remove_node(node)
+            node.destroy_node()
+
+    task = executor.create_task(destroy)
+    assert wait_for(task.done, 30.0), "the executor did not run the task that destroys the nodes: is it spinning?"
+    if task.exception() is not None:
+        raise task.exception()
 
 
 # a SimNode built in a test and spun on the `ros` executor's thread draws with TinyRenderer: EGL draws only on
@@ -95,5 +106,7 @@ def ros():
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     yield executor
+    alive = thread.is_alive()
     executor.shutdown()
     rclpy.try_shutdown()
+    assert alive, "the executor's thread died during this module (its exception is in the warnings summary)"

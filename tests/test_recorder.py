@@ -36,6 +36,15 @@ def load(root) -> LeRobotDataset:
     return LeRobotDataset("local/test", root=root)
 
 
+def deep(qos):
+    """The graph's QoS with a recorder's queue: in lockstep the graph runs about 90 ticks a second, and this
+    probe, a Python thread in the test's process, lost messages of 3 ticks in one run with the graph's depth."""
+    from rclpy.qos import HistoryPolicy, QoSProfile
+
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000, reliability=qos.reliability,
+                      durability=qos.durability)
+
+
 class BagProbe:
     """Writes the graph's topics into a rosbag2 bag with rosbags' writer, as `ros2 bag record` would: each
     message's serialized bytes with the time it came. Spins on a thread of its own in the graph's domain."""
@@ -77,7 +86,7 @@ class BagProbe:
         for topic, (msgtype, qos) in self.TOPICS.items():
             connection = self.writer.add_connection(topic, msgtype, typestore=typestore)
             self.node.create_subscription(types[msgtype], topic, lambda data, c=connection: self.write(c, data),
-                                          getattr(messages, qos), raw=True)
+                                          deep(getattr(messages, qos)), raw=True)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.running = True

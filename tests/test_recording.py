@@ -6,8 +6,9 @@ import pytest
 from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
 from act_node import so101
+from act_node.episodes import EpisodeResult
 from act_node.record import DatasetSpec
-from act_node.recording import DemonstrationWriter, EpisodeDropped, FrameMatcher
+from act_node.recording import DemonstrationWriter, EpisodeDropped, FrameMatcher, Recorder, RecorderSettings
 
 CAMERAS = ["front", "wrist"]
 SIZE = (24, 32)
@@ -118,3 +119,70 @@ def test_a_dataset_of_the_target_refuses_a_frame_without_one(tmp_path):
         writer.start("pick up the spoon")
         writer.add(frame, target_xy=(0.5, 0.2))
     writer.close()
+
+
+def live_recorder(tmp_path, said: list[str], now: list[float]) -> Recorder:
+    settings = RecorderSettings(tmp_path / "data", "local/test", use_target=False, robot_type="so101_follower",
+                                image_writer_threads=0)
+    return Recorder(settings, lambda text, error: said.append(text), lambda: now[0])
+
+
+def feed(recorder: Recorder, ticks, command: bool = True, parts: bool = True) -> None:
+    for k in ticks:
+        if command:
+            recorder.command(k / FPS, joints(k) + 0.5)
+        if parts:
+            recorder.part("joints", k / FPS, joints(k))
+            for camera in CAMERAS:
+                recorder.part(camera, k / FPS, image(k))
+
+
+def result(seed: int, steps: int) -> EpisodeResult:
+    return EpisodeResult(seed=seed, task="pick up the cup", success=True, steps=steps, sum_reward=1.0)
+
+
+def test_commands_that_come_after_their_episodes_result_still_make_its_frames(tmp_path):
+    """The result and the commands come on different topics: a bag of the graph held an episode's last 4
+    commands after its result, and the next episode's start after them. They are still that episode's ticks."""
+    said, now = [], [0.0]
+    recorder = live_recorder(tmp_path, said, now)
+    recorder.begin("pick up the cup", 0.0, seed=1)
+    feed(recorder, range(8))
+    feed(recorder, range(8, 12), command=False)
+    recorder.end(result(1, 12), seed=1)
+    feed(recorder, range(8, 12), parts=False)  # overtaken by the result
+    recorder.begin("pick up the pen", 13 / FPS, seed=2)
+    feed(recorder, range(13, 20))
+    assert recorder.write_due(), "its every command is in: it ends without waiting out its end wait"
+    assert said == ["pick up the cup (seed 1): episode saved: 12 frames (0 incomplete), 1 in the dataset"], said
+    recorder.close()  # the pen's never ended: not kept
+    dataset = LeRobotDataset("local/test", root=tmp_path / "data")
+    assert dataset.meta.total_frames == 12
+    assert np.allclose(np.asarray(dataset.hf_dataset["action"])[11], so101.to_lerobot(joints(11) + 0.5), atol=1e-4)
+
+
+def test_a_start_that_overtakes_the_last_result_keeps_both_episodes_and_one_with_no_result_is_dropped(tmp_path):
+    """The next episode's start can come before the last one's result (the recorder node once kept 1 episode of
+    2): the earlier episode waits end_wait_s for its result; without one it is dropped, saying why."""
+    said, now = [], [0.0]
+    recorder = live_recorder(tmp_path, said, now)
+    recorder.begin("pick up the cup", 0.0, seed=1)
+    feed(recorder, range(10))
+    recorder.begin("pick up the pen", 11 / FPS, seed=2)
+    feed(recorder, range(11, 17))
+    assert not recorder.write_due(), "the cup's result may still come"
+    recorder.end(result(1, 10), seed=1)
+    recorder.end(result(2, 6), seed=2)
+    assert recorder.write_due() and recorder.write_due()
+    recorder.begin("pick up the box", 20 / FPS, seed=3)
+    feed(recorder, range(20, 25))
+    recorder.begin("pick up the key", 26 / FPS, seed=4)
+    now[0] = 4.0
+    assert not recorder.write_due()
+    now[0] = 5.5  # past end_wait_s
+    assert recorder.write_due()
+    assert said == ["pick up the cup (seed 1): episode saved: 10 frames (0 incomplete), 1 in the dataset",
+                    "pick up the pen (seed 2): episode saved: 6 frames (0 incomplete), 2 in the dataset",
+                    "pick up the box (seed 3): episode not kept: the next episode started and its result never came"]
+    recorder.close()
+    assert LeRobotDataset("local/test", root=tmp_path / "data").meta.total_frames == 16
