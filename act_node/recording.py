@@ -370,15 +370,18 @@ class Recorder:
                 return episode
             if isinstance(episode.end, str):  # stopped or discarded: no tick count to bound it
                 return None
-            last = episode.start_s + (episode.end.steps - 1) / self.settings.fps
-            return episode if stamp_s <= last + episode.matcher.skew_s else None
+            return episode if stamp_s <= self._last_tick_s(episode) + episode.matcher.skew_s else None
         return None
+
+    def _last_tick_s(self, episode: Episode) -> float:
+        """The stamp of a sim episode's last tick, from its result's steps."""
+        return episode.start_s + (episode.end.steps - 1) / self.settings.fps
 
     def _all_in(self, episode: Episode) -> bool:
         """A sim episode's every command and every part of its last tick are here (its result gives the steps)."""
         if isinstance(episode.end, str):
             return False
-        matcher, last = episode.matcher, episode.start_s + (episode.end.steps - 1) / self.settings.fps
+        matcher, last = episode.matcher, self._last_tick_s(episode)
         commands = matcher.counts.complete + matcher.counts.given_up + len(matcher.commands)
         return commands >= episode.end.steps and all(
             buffer and buffer[-1][0] >= last - matcher.skew_s for buffer in matcher.parts.values())
