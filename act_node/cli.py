@@ -344,6 +344,7 @@ def cmd_recipe(args: argparse.Namespace) -> None:
     from act_node.recipe import Recipe, RecipeSettings
 
     settings = RecipeSettings(episodes=args.episodes, recovery_episodes=args.recovery_episodes,
+                              more_episodes=args.more_episodes,
                               action_noise=args.action_noise, steps=args.steps, save_every=args.save_every,
                               curve_every=args.curve_every, curve_episodes=args.curve_episodes, threads=args.threads,
                               environment_state=not args.no_environment_state, encoder=args.encoder or "")
@@ -531,6 +532,8 @@ def main(argv: list[str] | None = None) -> None:
     recipe.add_argument("--episodes", type=int, default=240, help="clean expert demonstrations to record")
     recipe.add_argument("--recovery-episodes", type=int, default=120,
                         help="then demonstrations pushed off the plan on the way to the object (recoveries)")
+    recipe.add_argument("--more-episodes", type=int, default=240,
+                        help="then more clean demonstrations, recorded after the pushed ones")
     recipe.add_argument("--action-noise", type=float, default=1.0, help="the pushes' scale (act-sim record)")
     recipe.add_argument("--steps", type=int, default=30_000, help="ACT training steps (batch 8)")
     recipe.add_argument("--save-every", type=int, default=2_500, help="ACT steps between checkpoints")

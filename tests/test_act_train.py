@@ -221,6 +221,27 @@ def test_a_stopped_run_resumes_to_the_same_weights(tiny_dataset, backbone, cache
     # another setting in the same folder is refused
     with pytest.raises(SystemExit, match="other settings"):
         Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=4, batch_size=4, save_every=2))
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=4, batch_size=2, save_every=2, lr=1e-5))
+    # a run pinned before a setting existed (its run.json lacks it) had that setting's default: it resumes
+    pinned = tmp_path / "stopped" / "run.json"
+    there = json.loads(pinned.read_text())
+    del there["settings"]["lr"]
+    pinned.write_text(json.dumps(there))
+    again = Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=6, batch_size=2, save_every=2))
+    assert again.step == 4
+
+
+def test_a_cool_down_runs_at_its_own_learning_rate(tiny_dataset, backbone, cache, tmp_path):
+    run = Run(tiny_dataset, cache, backbone, tmp_path / "act", Settings(steps=2, batch_size=2, save_every=2))
+    assert [group["lr"] for group in run.optimizer.param_groups] == [run.config.optimizer_lr]
+    run.train(progress=False)
+    model = tmp_path / "act" / "checkpoints" / "000002" / "pretrained_model"
+    cool = Run(tiny_dataset, cache, backbone, tmp_path / "cool",
+               Settings(steps=2, batch_size=2, save_every=2, lr=1e-6, init_from=str(model)))
+    assert [group["lr"] for group in cool.optimizer.param_groups] == [1e-6]
+    with pytest.raises(ValueError, match="--lr must be > 0"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "bad", Settings(steps=2, batch_size=2, save_every=2, lr=0.0))
 
 
 FAKE_RECORD = """#!/usr/bin/env python3
@@ -238,20 +259,22 @@ with open(root.parent / "calls.txt", "a") as calls:
 
 
 def test_a_stage_runs_until_its_result_is_there(tmp_path):
-    """The record stage is two commands (the clean episodes, then the pushed ones): run() runs both."""
+    """The record stage is three commands (the clean episodes, the pushed ones, more clean ones): run() runs all."""
     fake = tmp_path / "python"
     fake.write_text(FAKE_RECORD)
     fake.chmod(0o755)
-    recipe = Recipe(tmp_path / "recipe", RecipeSettings(episodes=5, recovery_episodes=2, encoder=str(tmp_path)),
-                    python=str(fake))
+    recipe = Recipe(tmp_path / "recipe", RecipeSettings(episodes=5, recovery_episodes=2, more_episodes=3,
+                                                        encoder=str(tmp_path)), python=str(fake))
     state = recipe.run(only=["record"])
     calls = (tmp_path / "recipe" / "calls.txt").read_text().splitlines()
-    assert len(calls) == 2 and "--action-noise" not in calls[0] and "--action-noise" in calls[1]
-    assert recipe.recorded_episodes() == 7 and state["stages"]["record"]["done"]
+    assert len(calls) == 3 and "--action-noise" not in calls[0] and "--action-noise" in calls[1]
+    assert "--action-noise" not in calls[2] and calls[2].split()[calls[2].split().index("--episodes") + 1] == "3"
+    assert recipe.recorded_episodes() == 10 and state["stages"]["record"]["done"]
 
 
 def test_the_recipe_runs_what_is_missing(tmp_path):
-    recipe = Recipe(tmp_path, RecipeSettings(episodes=5, recovery_episodes=2, steps=10, save_every=5), python="python")
+    recipe = Recipe(tmp_path, RecipeSettings(episodes=5, recovery_episodes=2, more_episodes=4, steps=10, save_every=5),
+                    python="python")
     record = recipe.command("record")
     assert "--first-seed" in record and record[record.index("--episodes") + 1] == "5"
     assert record[record.index("--raw-maps") + 1] == str(tmp_path / "raw_maps")
@@ -264,7 +287,11 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 6}))
     record = recipe.command("record")  # the clean ones are there: the pushed ones
     assert record[record.index("--episodes") + 1] == "1" and record[record.index("--action-noise") + 1] == "1.0"
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 7}))
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 8}))
+    record = recipe.command("record")  # the pushed ones too: more clean ones, after them
+    assert "--resume" in record and record[record.index("--episodes") + 1] == "3"
+    assert "--action-noise" not in record and "--first-seed" not in record
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 11}))
     assert recipe.command("record") is None
     assert recipe.command("encoder") is not None
     (tmp_path / "encoder").mkdir()
@@ -418,7 +445,15 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
     assert "nothing to do" in capsys.readouterr().out
     mean = load_file(str(tmp_path / "run" / "average" / "pretrained_model" / "model.safetensors"))
     torch.testing.assert_close(mean[moved[0]], (weights[1][moved[0]] + weights[2][moved[0]]) / 2)
-    with pytest.raises(FileNotFoundError, match="000000/pretrained_model not there"):
+    with pytest.raises(FileNotFoundError, match="holds 3 up to step 6 \\(2, 4, 6\\)"):
         main([*common, "--average-last", "4"])
     with pytest.raises(SystemExit):
         main([*common, "--average-last", "1"])
+    # steps not a multiple of --save-every: the run saves at 2, 4 and its last, 5; those three are averaged
+    odd = [*common[:common.index("--out") + 1], str(tmp_path / "odd"), "--steps", "5", "--save-every", "2",
+           "--batch-size", "2", "--no-cameras"]
+    main([*odd, "--average-last", "3"])
+    saved = [load_file(str(tmp_path / "odd" / "checkpoints" / f"{step:06d}" / "pretrained_model" /
+                           "model.safetensors")) for step in (2, 4, 5)]
+    mean = load_file(str(tmp_path / "odd" / "average" / "pretrained_model" / "model.safetensors"))
+    torch.testing.assert_close(mean[moved[0]], sum(w[moved[0]] for w in saved) / 3)

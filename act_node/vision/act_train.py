@@ -53,6 +53,7 @@ class Settings:
     use_cameras: bool = True  # the other ablation: the same run, data and loop without the images
     init_from: str | None = None  # a pretrained_model of the same data (the image-less run): its weights to start
     episodes: int | None = None  # train on the dataset's first N episodes only (the recipe's clean ones: 240)
+    lr: float | None = None  # AdamW's learning rate; None: the recipe's (ACTConfig.optimizer_lr, 1e-4)
 
 
 class CachedMaps(nn.Module):
@@ -227,7 +228,9 @@ class Run:
             self.warm_started = warm_start(self.policy, self.preprocessor, Path(settings.init_from))
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
         groups = [{**group, "params": list(group["params"])} for group in groups]
-        self.optimizer = torch.optim.AdamW(groups, lr=self.config.optimizer_lr,
+        if settings.lr is not None and not settings.lr > 0:
+            raise ValueError(f"--lr must be > 0, got {settings.lr}")
+        self.optimizer = torch.optim.AdamW(groups, lr=settings.lr or self.config.optimizer_lr,
                                            weight_decay=self.config.optimizer_weight_decay)
         self.rng = np.random.default_rng(settings.seed)
         self.step = 0
@@ -251,6 +254,8 @@ class Run:
                   "backbone": str(self.backbone_path.resolve())}
         if pinned.is_file():
             there = json.loads(pinned.read_text())
+            # a setting added since that run was pinned was its default then
+            there["settings"] = {**asdict(Settings()), "steps": None, **there.get("settings", {})}
             if there != wanted:
                 raise SystemExit(f"{self.out} holds a run with other settings ({there} there, {wanted} asked): use "
                                  "another --out")
@@ -359,15 +364,22 @@ def average_checkpoints(models: list[Path], out: Path) -> Path:
     return out
 
 
-def average_last(out: Path, steps: int, save_every: int, count: int) -> Path:
-    """OUT/average/pretrained_model: the mean of the run's last `count` checkpoints (at steps, steps - save_every,
-    ...). On the image-less run of the recipe's data the last three averaged took 19/100 to 37/100 on seeds
-    2000-2099 (models/act_image_less_avg/README.md). FileNotFoundError naming a checkpoint that is not there."""
-    chosen = [Path(out) / "checkpoints" / f"{steps - k * save_every:06d}" / "pretrained_model"
-              for k in reversed(range(count))]
-    missing = [str(model) for model in chosen if not (model / "model.safetensors").is_file()]
-    if missing:
-        raise FileNotFoundError(f"cannot average the last {count} checkpoints: {', '.join(missing)} not there")
+def average_last(out: Path, steps: int, count: int) -> Path:
+    """OUT/average/pretrained_model: the mean of the run's newest `count` checkpoints up to `steps` (the run saves
+    every --save-every steps and at its last, so with steps not a multiple of save_every the last two are closer).
+    On the image-less run of the recipe's data the last three averaged took 19/100 to 37/100 on seeds 2000-2099
+    (models/act_image_less_avg/README.md). FileNotFoundError when the checkpoint at `steps` or fewer than
+    `count` are there."""
+    folder = Path(out) / "checkpoints"
+    saved = sorted(int(path.parent.name) for path in folder.glob("[0-9]" * 6 + "/pretrained_model")
+                   if (path / "model.safetensors").is_file() and int(path.parent.name) <= steps)
+    if not saved or saved[-1] != steps:
+        raise FileNotFoundError(f"cannot average the last {count} checkpoints: {folder / f'{steps:06d}'} "
+                                "/pretrained_model not there (the run has not reached its last step)")
+    if len(saved) < count:
+        raise FileNotFoundError(f"cannot average the last {count} checkpoints: {folder} holds {len(saved)} up to "
+                                f"step {steps} ({', '.join(map(str, saved))})")
+    chosen = [folder / f"{step:06d}" / "pretrained_model" for step in saved[-count:]]
     return average_checkpoints(chosen, Path(out) / "average" / "pretrained_model")
 
 
@@ -393,6 +405,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=None,
                         help="only the dataset's first N episodes (the recipe's 240 clean ones, without the pushed "
                         "ones recorded after them); the normalization stays the whole dataset's")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="AdamW's learning rate (default: the recipe's, 1e-4); with --init-from, a lower one "
+                        "continues a finished run at a smaller step (a cool-down)")
     parser.add_argument("--average-last", type=int, default=0, metavar="K",
                         help="then write OUT/average/pretrained_model, the mean of the last K checkpoints' weights "
                         "(K >= 2; the recipe uses 3)")
@@ -402,11 +417,11 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
                         use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras,
                         init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
-                        episodes=args.episodes)
+                        episodes=args.episodes, lr=args.lr)
     run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
     run.train()
     if args.average_last:
-        print(f"averaged: {average_last(Path(args.out), settings.steps, settings.save_every, args.average_last)}")
+        print(f"averaged: {average_last(Path(args.out), settings.steps, args.average_last)}")
 
 
 if __name__ == "__main__":
