@@ -532,8 +532,9 @@ def main(argv: list[str] | None = None) -> None:
     recipe.add_argument("--episodes", type=int, default=240, help="clean expert demonstrations to record")
     recipe.add_argument("--recovery-episodes", type=int, default=120,
                         help="then demonstrations pushed off the plan on the way to the object (recoveries)")
-    recipe.add_argument("--more-episodes", type=int, default=240,
-                        help="then more clean demonstrations, recorded after the pushed ones")
+    recipe.add_argument("--more-episodes", type=int, default=0,
+                        help="then more clean demonstrations, recorded after the pushed ones (240 more measured no "
+                        "gain: results/act_cameras/README.md)")
     recipe.add_argument("--action-noise", type=float, default=1.0, help="the pushes' scale (act-sim record)")
     recipe.add_argument("--steps", type=int, default=30_000, help="ACT training steps (batch 8)")
     recipe.add_argument("--save-every", type=int, default=2_500, help="ACT steps between checkpoints")
