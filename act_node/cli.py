@@ -343,6 +343,10 @@ def cmd_curve(args: argparse.Namespace) -> None:
 def cmd_recipe(args: argparse.Namespace) -> None:
     from act_node.recipe import Recipe, RecipeSettings
 
+    for flag in ("episodes", "recovery_episodes", "more_episodes"):
+        if getattr(args, flag) < 0:
+            raise SystemExit(f"act-sim recipe: --{flag.replace('_', '-')} {getattr(args, flag)}: a count of "
+                             "demonstrations must be >= 0")
     settings = RecipeSettings(episodes=args.episodes, recovery_episodes=args.recovery_episodes,
                               more_episodes=args.more_episodes,
                               action_noise=args.action_noise, steps=args.steps, save_every=args.save_every,

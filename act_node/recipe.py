@@ -187,7 +187,7 @@ class Recipe:
                 print(f"[cache] {self.out / 'cache'} holds the maps of an earlier, smaller dataset: computing them "
                       "again", flush=True)
                 shutil.rmtree(self.out / "cache")
-            # a stage may take more than one command (record: the clean episodes, then the pushed ones)
+            # a stage may take more than one command (record: the clean episodes, the pushed ones, more clean)
             while command is not None:
                 print(f"[{stage}] running: {' '.join(command)}", flush=True)
                 record["command"] = " ".join(command)

@@ -240,7 +240,10 @@ def test_a_cool_down_runs_at_its_own_learning_rate(tiny_dataset, backbone, cache
     cool = Run(tiny_dataset, cache, backbone, tmp_path / "cool",
                Settings(steps=2, batch_size=2, save_every=2, lr=1e-6, init_from=str(model)))
     assert [group["lr"] for group in cool.optimizer.param_groups] == [1e-6]
-    with pytest.raises(ValueError, match="--lr must be > 0"):
+    cool.train(progress=False)
+    config = json.loads((tmp_path / "cool" / "checkpoints" / "000002" / "pretrained_model" / "config.json").read_text())
+    assert config["optimizer_lr"] == 1e-6
+    with pytest.raises(ValueError, match="--lr must be a finite number > 0"):
         Run(tiny_dataset, cache, backbone, tmp_path / "bad", Settings(steps=2, batch_size=2, save_every=2, lr=0.0))
 
 
@@ -428,7 +431,7 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
     run again when the steps are done it only averages; K = 1 and a checkpoint that is not there are refused."""
     from safetensors.torch import load_file
 
-    from act_node.vision.act_train import main
+    from act_node.vision.act_train import average_last, main
 
     common = ["--dataset", str(tiny_dataset), "--cache", str(cache), "--backbone", str(backbone), "--out",
               str(tmp_path / "run"), "--steps", "6", "--save-every", "2", "--batch-size", "2", "--no-cameras"]
@@ -456,4 +459,31 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
     saved = [load_file(str(tmp_path / "odd" / "checkpoints" / f"{step:06d}" / "pretrained_model" /
                            "model.safetensors")) for step in (2, 4, 5)]
     mean = load_file(str(tmp_path / "odd" / "average" / "pretrained_model" / "model.safetensors"))
-    torch.testing.assert_close(mean[moved[0]], sum(w[moved[0]] for w in saved) / 3)
+    odd_moved = [key for key in mean if not torch.equal(saved[0][key], saved[2][key])]
+    assert odd_moved
+    for key in odd_moved:
+        torch.testing.assert_close(mean[key], sum(w[key] for w in saved) / 3)
+    assert json.loads((tmp_path / "odd" / "run.json").read_text())["settings"]["lr"] is None
+    # the run's last checkpoint missing: refused, naming it
+    shutil.rmtree(tmp_path / "odd" / "checkpoints" / "000005")
+    with pytest.raises(FileNotFoundError, match="no checkpoint at step 5"):
+        average_last(tmp_path / "odd", 5, 2)
+    with pytest.raises(SystemExit):
+        main([*odd, "--lr", "0"])
+    main([*common[:common.index("--out") + 1], str(tmp_path / "slow"), "--steps", "2", "--save-every", "2",
+          "--batch-size", "2", "--no-cameras", "--lr", "1e-6"])
+    assert json.loads((tmp_path / "slow" / "run.json").read_text())["settings"]["lr"] == 1e-6
+
+
+def test_the_recipe_command_passes_its_counts_and_refuses_negative_ones(tmp_path, monkeypatch):
+    from act_node import cli
+    from act_node.recipe import Recipe
+
+    seen = []
+    monkeypatch.setattr(Recipe, "run", lambda self, only=None: seen.append(self.settings) or {"stages": {}})
+    cli.main(["recipe", "--out", str(tmp_path), "--more-episodes", "7", "--episodes", "3"])
+    assert (seen[0].episodes, seen[0].recovery_episodes, seen[0].more_episodes) == (3, 120, 7)
+    cli.main(["recipe", "--out", str(tmp_path)])
+    assert seen[1].more_episodes == 0  # 240 more measured no gain: not recorded unless asked
+    with pytest.raises(SystemExit, match="--more-episodes -1: a count of demonstrations must be >= 0"):
+        cli.main(["recipe", "--out", str(tmp_path), "--more-episodes", "-1"])

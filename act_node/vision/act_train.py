@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import time
@@ -228,9 +229,11 @@ class Run:
             self.warm_started = warm_start(self.policy, self.preprocessor, Path(settings.init_from))
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
         groups = [{**group, "params": list(group["params"])} for group in groups]
-        if settings.lr is not None and not settings.lr > 0:
-            raise ValueError(f"--lr must be > 0, got {settings.lr}")
-        self.optimizer = torch.optim.AdamW(groups, lr=settings.lr or self.config.optimizer_lr,
+        if settings.lr is not None and not (math.isfinite(settings.lr) and settings.lr > 0):
+            raise ValueError(f"--lr must be a finite number > 0, got {settings.lr}")
+        if settings.lr is not None:  # the checkpoints' config.json then says the rate they were trained at
+            self.config.optimizer_lr = settings.lr
+        self.optimizer = torch.optim.AdamW(groups, lr=self.config.optimizer_lr,
                                            weight_decay=self.config.optimizer_weight_decay)
         self.rng = np.random.default_rng(settings.seed)
         self.step = 0
@@ -374,8 +377,8 @@ def average_last(out: Path, steps: int, count: int) -> Path:
     saved = sorted(int(path.parent.name) for path in folder.glob("[0-9]" * 6 + "/pretrained_model")
                    if (path / "model.safetensors").is_file() and int(path.parent.name) <= steps)
     if not saved or saved[-1] != steps:
-        raise FileNotFoundError(f"cannot average the last {count} checkpoints: {folder / f'{steps:06d}'} "
-                                "/pretrained_model not there (the run has not reached its last step)")
+        raise FileNotFoundError(f"cannot average the last {count} checkpoints: no checkpoint at step {steps} "
+                                f"({folder / f'{steps:06d}' / 'pretrained_model'} not there)")
     if len(saved) < count:
         raise FileNotFoundError(f"cannot average the last {count} checkpoints: {folder} holds {len(saved)} up to "
                                 f"step {steps} ({', '.join(map(str, saved))})")
@@ -412,6 +415,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="then write OUT/average/pretrained_model, the mean of the last K checkpoints' weights "
                         "(K >= 2; the recipe uses 3)")
     args = parser.parse_args(argv)
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        parser.error(f"--lr {args.lr}: the learning rate must be a finite number > 0")
     if args.average_last == 1 or args.average_last < 0:
         parser.error(f"--average-last {args.average_last}: averaging takes at least two checkpoints (or 0: none)")
     settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
