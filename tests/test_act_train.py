@@ -433,36 +433,36 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
 
     from act_node.vision.act_train import average_last, main
 
-    common = ["--dataset", str(tiny_dataset), "--cache", str(cache), "--backbone", str(backbone), "--out",
-              str(tmp_path / "run"), "--steps", "6", "--save-every", "2", "--batch-size", "2", "--no-cameras"]
+    def command(out: str, steps: int) -> list[str]:
+        return ["--dataset", str(tiny_dataset), "--cache", str(cache), "--backbone", str(backbone), "--out",
+                str(tmp_path / out), "--steps", str(steps), "--save-every", "2", "--batch-size", "2", "--no-cameras"]
+
+    def assert_averaged(out: str, steps: tuple[int, ...]) -> None:
+        """OUT/average holds the mean of the checkpoints at these steps, on every weight training moved."""
+        folder = tmp_path / out
+        weights = [load_file(str(folder / "checkpoints" / f"{step:06d}" / "pretrained_model" / "model.safetensors"))
+                   for step in steps]
+        mean = load_file(str(folder / "average" / "pretrained_model" / "model.safetensors"))
+        moved = [key for key in mean if not torch.equal(weights[0][key], weights[-1][key])]
+        assert moved
+        for key in moved:
+            torch.testing.assert_close(mean[key], sum(w[key] for w in weights) / len(weights))
+
+    common = command("run", 6)
     main([*common, "--average-last", "3"])
-    weights = [load_file(str(tmp_path / "run" / "checkpoints" / f"{step:06d}" / "pretrained_model" /
-                             "model.safetensors")) for step in (2, 4, 6)]
-    mean = load_file(str(tmp_path / "run" / "average" / "pretrained_model" / "model.safetensors"))
-    moved = [key for key in mean if not torch.equal(weights[0][key], weights[2][key])]
-    assert moved
-    for key in moved:
-        torch.testing.assert_close(mean[key], sum(w[key] for w in weights) / 3)
+    assert_averaged("run", (2, 4, 6))
     shutil.rmtree(tmp_path / "run" / "average")
     main([*common, "--average-last", "2"])  # nothing to train: averages the last two
     assert "nothing to do" in capsys.readouterr().out
-    mean = load_file(str(tmp_path / "run" / "average" / "pretrained_model" / "model.safetensors"))
-    torch.testing.assert_close(mean[moved[0]], (weights[1][moved[0]] + weights[2][moved[0]]) / 2)
+    assert_averaged("run", (4, 6))
     with pytest.raises(FileNotFoundError, match="holds 3 up to step 6 \\(2, 4, 6\\)"):
         main([*common, "--average-last", "4"])
     with pytest.raises(SystemExit):
         main([*common, "--average-last", "1"])
     # steps not a multiple of --save-every: the run saves at 2, 4 and its last, 5; those three are averaged
-    odd = [*common[:common.index("--out") + 1], str(tmp_path / "odd"), "--steps", "5", "--save-every", "2",
-           "--batch-size", "2", "--no-cameras"]
+    odd = command("odd", 5)
     main([*odd, "--average-last", "3"])
-    saved = [load_file(str(tmp_path / "odd" / "checkpoints" / f"{step:06d}" / "pretrained_model" /
-                           "model.safetensors")) for step in (2, 4, 5)]
-    mean = load_file(str(tmp_path / "odd" / "average" / "pretrained_model" / "model.safetensors"))
-    odd_moved = [key for key in mean if not torch.equal(saved[0][key], saved[2][key])]
-    assert odd_moved
-    for key in odd_moved:
-        torch.testing.assert_close(mean[key], sum(w[key] for w in saved) / 3)
+    assert_averaged("odd", (2, 4, 5))
     assert json.loads((tmp_path / "odd" / "run.json").read_text())["settings"]["lr"] is None
     # the run's last checkpoint missing: refused, naming it
     shutil.rmtree(tmp_path / "odd" / "checkpoints" / "000005")
@@ -470,8 +470,7 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
         average_last(tmp_path / "odd", 5, 2)
     with pytest.raises(SystemExit):
         main([*odd, "--lr", "0"])
-    main([*common[:common.index("--out") + 1], str(tmp_path / "slow"), "--steps", "2", "--save-every", "2",
-          "--batch-size", "2", "--no-cameras", "--lr", "1e-6"])
+    main([*command("slow", 2), "--lr", "1e-6"])
     assert json.loads((tmp_path / "slow" / "run.json").read_text())["settings"]["lr"] == 1e-6
 
 

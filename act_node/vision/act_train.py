@@ -56,6 +56,10 @@ class Settings:
     episodes: int | None = None  # train on the dataset's first N episodes only (the recipe's clean ones: 240)
     lr: float | None = None  # AdamW's learning rate; None: the recipe's (ACTConfig.optimizer_lr, 1e-4)
 
+    def __post_init__(self):
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
+
 
 class CachedMaps(nn.Module):
     """Stands in for ACT's backbone while it is frozen: the 'image' it is given is the frame's cached layer4 map."""
@@ -229,8 +233,6 @@ class Run:
             self.warm_started = warm_start(self.policy, self.preprocessor, Path(settings.init_from))
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
         groups = [{**group, "params": list(group["params"])} for group in groups]
-        if settings.lr is not None and not (math.isfinite(settings.lr) and settings.lr > 0):
-            raise ValueError(f"--lr must be a finite number > 0, got {settings.lr}")
         if settings.lr is not None:  # the checkpoints' config.json then says the rate they were trained at
             self.config.optimizer_lr = settings.lr
         self.optimizer = torch.optim.AdamW(groups, lr=self.config.optimizer_lr,
@@ -415,14 +417,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="then write OUT/average/pretrained_model, the mean of the last K checkpoints' weights "
                         "(K >= 2; the recipe uses 3)")
     args = parser.parse_args(argv)
-    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
-        parser.error(f"--lr {args.lr}: the learning rate must be a finite number > 0")
     if args.average_last == 1 or args.average_last < 0:
         parser.error(f"--average-last {args.average_last}: averaging takes at least two checkpoints (or 0: none)")
-    settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every, seed=args.seed,
-                        use_environment_state=not args.no_environment_state, use_cameras=not args.no_cameras,
-                        init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
-                        episodes=args.episodes, lr=args.lr)
+    try:  # a bad setting is refused here, before any data loads
+        settings = Settings(steps=args.steps, batch_size=args.batch_size, save_every=args.save_every,
+                            seed=args.seed, use_environment_state=not args.no_environment_state,
+                            use_cameras=not args.no_cameras,
+                            init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
+                            episodes=args.episodes, lr=args.lr)
+    except ValueError as error:
+        parser.error(str(error))
     run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
     run.train()
     if args.average_last:
