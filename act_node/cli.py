@@ -140,6 +140,14 @@ def cmd_record(args: argparse.Namespace) -> None:
         raise SystemExit("act-sim record: --ray records a new dataset; go on with --resume without --ray")
     if args.ray is not None and args.raw_maps:
         raise SystemExit("act-sim record: --raw-maps records in this process; leave out --ray")
+    if args.ray is not None and args.takeover_from:
+        raise SystemExit("act-sim record: --takeover-from records in this process; leave out --ray")
+    if args.takeover_latest_s is not None and not args.takeover_from:
+        raise SystemExit("act-sim record: --takeover-latest-s says when the expert takes over from "
+                         "--takeover-from's checkpoint; give that too")
+    if args.takeover_from and args.action_noise:
+        raise SystemExit("act-sim record: --action-noise pushes the expert off its own plan; --takeover-from "
+                         "records its second attempts: record them in separate runs")
     raw_maps = None
     if args.raw_maps:
         from act_node.paths import models_dir
@@ -153,6 +161,17 @@ def cmd_record(args: argparse.Namespace) -> None:
         except (FileNotFoundError, ValueError) as error:
             raise SystemExit(f"act-sim record: {error}") from None
     env = make_env(args)
+    takeover = None
+    if args.takeover_from:
+        from act_node.policy import CheckpointMismatch
+        from act_node.takeover import LATEST_S, Takeover
+
+        try:
+            takeover = Takeover.load(args.takeover_from, env, LATEST_S if args.takeover_latest_s is None
+                                     else args.takeover_latest_s)
+        except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
+            env.close()
+            raise SystemExit(f"act-sim record: --takeover-from {args.takeover_from}: {error}") from None
     try:
         if args.ray is not None:  # shards recorded as Ray tasks, merged in seed order (act_node.distributed)
             from act_node.distributed import record_ray
@@ -165,7 +184,7 @@ def cmd_record(args: argparse.Namespace) -> None:
             summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
                              keep_failures=args.keep_failures, resume=args.resume,
                              after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
-                             raw_maps=raw_maps)
+                             raw_maps=raw_maps, takeover=takeover)
     except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
         raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
@@ -178,6 +197,7 @@ def cmd_record(args: argparse.Namespace) -> None:
     print(json.dumps({"root": str(summary.root), "episodes": summary.recorded, "frames": summary.frames,
                       "dataset_episodes": summary.total_episodes, "dataset_frames": summary.total_frames,
                       "skipped_failed_seeds": summary.skipped_seeds, "unplannable_seeds": summary.unplannable_seeds,
+                      **({"policy_success_seeds": summary.policy_successes} if takeover is not None else {}),
                       "seconds": round(summary.seconds, 1),
                       "frames_per_second": round(summary.frames / max(summary.seconds, 1e-9), 1),
                       "stopped_by": summary.stopped_by, "dropped_frames": summary.dropped_frames}, indent=1))
@@ -468,6 +488,12 @@ def main(argv: list[str] | None = None) -> None:
                         "in DIR (the camera recipe trains on them: the videos are lossy)")
     record.add_argument("--backbone", default=None,
                         help="the backbone for --raw-maps (default: models/tabletop_encoder/backbone.safetensors)")
+    record.add_argument("--takeover-from", default=None, metavar="CHECKPOINT",
+                        help="second attempts: this checkpoint acts from reset and the expert takes over where it "
+                        "misses the grasp (or by --takeover-latest-s), planning again from there; only the "
+                        "expert's part is recorded, and a seed the checkpoint succeeds on is skipped")
+    record.add_argument("--takeover-latest-s", type=float, default=None,
+                        help="with --takeover-from: the expert takes over by then at the latest (default 5 s)")
     record.set_defaults(run=cmd_record)
 
     plannable = commands.add_parser("plannable", help="count the seeded scenes the expert cannot plan")

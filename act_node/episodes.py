@@ -142,6 +142,14 @@ class EnsembleAgent(ChunkAgent):
         return self.ensembler.update(torch.from_numpy(np.asarray(chunk, dtype=np.float32))[None])[0].numpy()
 
 
+def policy_agent(env: PickObjectEnv, policy, n_action_steps: int) -> ChunkAgent:
+    """The agent that runs a checkpoint as lerobot-eval would: its chunks `n_action_steps` at a time, or, when its
+    config sets `temporal_ensemble_coeff`, ACT's temporal ensembling."""
+    coeff = getattr(policy.config, "temporal_ensemble_coeff", None)
+    return (ChunkAgent(env, policy, n_action_steps) if coeff is None
+            else EnsembleAgent(env, policy, coeff, policy.chunk_size))
+
+
 def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | None = None,
                 on_step: Callable[[dict, np.ndarray], None] | None = None, after_success: int = 0,
                 stop: Callable[[], bool] | None = None, observe_every_tick: bool = False,

@@ -21,7 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
-from act_node.episodes import ChunkAgent, EnsembleAgent, EpisodeResult, run_episode
+from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.tabletop.env import PickObjectEnv
@@ -59,10 +59,8 @@ def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_actio
     """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given). The cameras
     render only when something consumes the images: the policy at its re-plan ticks, a video every tick
     (`render_every_tick` renders every tick anyway, to show that skipping changes nothing)."""
-    coeff = getattr(policy.config, "temporal_ensemble_coeff", None)
-    agent = (ChunkAgent(env, policy, n_action_steps) if coeff is None
-             else EnsembleAgent(env, policy, coeff, policy.chunk_size))
-    return run_episode(env, agent, seed, frames=frames, observe_every_tick=render_every_tick)
+    return run_episode(env, policy_agent(env, policy, n_action_steps), seed, frames=frames,
+                       observe_every_tick=render_every_tick)
 
 
 _WORKER: dict[tuple[GraphConfig, int], tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy

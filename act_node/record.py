@@ -49,7 +49,9 @@ from act_node.observation import dataset_frame, environment_state_names
 from act_node.stops import StopRequests
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
+from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.perturb import ActionNoise
+from act_node.takeover import Takeover, TakeoverAgent
 
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
@@ -106,6 +108,7 @@ class RecordSummary:
     total_frames: int = 0
     stopped_by: str | None = None  # "SIGINT" or "SIGTERM" when a signal ended the run early
     dropped_frames: int = 0  # frames of the episode in progress when the run stopped, not saved
+    policy_successes: list[int] = field(default_factory=list)  # of skipped_seeds: a takeover's policy succeeded
 
 
 @dataclass
@@ -118,6 +121,9 @@ class SeedRecord:
     after_success: int = 0  # frames recorded past the success
     # per saved episode, the --action-noise scale it was recorded with (0: clean; tabletop.perturb.ActionNoise)
     episode_noise: list[float] = field(default_factory=list)
+    # per saved episode, None (the expert's own, from reset) or where it took over from a policy (act_node.takeover):
+    # {"policy": checkpoint, "tick": the episode's tick it took over at, "reason": why}
+    episode_takeover: list[dict | None] = field(default_factory=list)
 
     @classmethod
     def read(cls, root: Path) -> SeedRecord | None:
@@ -129,16 +135,20 @@ class SeedRecord:
         seeds = list(content["episode_seeds"])
         noise = [float(value) for value in content.get("episode_noise", [])]
         return cls(seeds, int(content["next_seed"]), None if objects is None else int(objects),
-                   int(content.get("after_success", 0)), noise)
+                   int(content.get("after_success", 0)), noise, list(content.get("episode_takeover", [])))
 
     def __post_init__(self):
-        # a file written before the noise was recorded, or an episode added some other way: clean
-        self.episode_noise = (list(self.episode_noise) + [0.0] * len(self.episode_seeds))[:len(self.episode_seeds)]
+        # a file written before the noise (or the takeovers) was recorded, or an episode added some other way:
+        # clean, the expert's own
+        count = len(self.episode_seeds)
+        self.episode_noise = (list(self.episode_noise) + [0.0] * count)[:count]
+        self.episode_takeover = (list(self.episode_takeover) + [None] * count)[:count]
 
-    def add(self, seed: int | None, noise: float = 0.0) -> None:
-        """A saved episode: its seed and action-noise scale, and where the next run goes on."""
+    def add(self, seed: int | None, noise: float = 0.0, takeover: dict | None = None) -> None:
+        """A saved episode: its seed, action-noise scale and takeover, and where the next run goes on."""
         self.episode_seeds.append(seed)
         self.episode_noise.append(float(noise))
+        self.episode_takeover.append(takeover)
         if seed is not None:
             self.next_seed = max(self.next_seed, seed + 1)
 
@@ -149,7 +159,8 @@ class SeedRecord:
         partial = path.with_suffix(".json.partial")
         partial.write_text(json.dumps({"episode_seeds": self.episode_seeds, "next_seed": self.next_seed,
                                        "objects": self.objects, "after_success": self.after_success,
-                                       "episode_noise": self.episode_noise},
+                                       "episode_noise": self.episode_noise,
+                                       "episode_takeover": self.episode_takeover},
                                       indent=1) + "\n")
         os.replace(partial, path)
 
@@ -170,7 +181,7 @@ class ResumeRefused(ValueError):
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
            on_saved: Callable[[int], None] | None = None, after_success: int = 0,
-           action_noise: float = 0.0, raw_maps=None) -> RecordSummary:
+           action_noise: float = 0.0, raw_maps=None, takeover: Takeover | None = None) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
     Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
@@ -178,9 +189,14 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     plan recorded past the success (the module's docstring says why). `action_noise`: the scale of the smooth
     offsets added to the executed actions (act_node.tabletop.perturb: recoveries; the dataset keeps the expert's
     clean actions, meta/act_node_seeds.json each episode's scale). `raw_maps`: an act_node.vision.cache.RawMaps
-    that gets every frame's raw camera images and keeps each saved episode's backbone maps (the recipe's)."""
+    that gets every frame's raw camera images and keeps each saved episode's backbone maps (the recipe's).
+    `takeover`: second attempts (act_node.takeover): its policy acts from reset and the expert takes over where
+    it goes wrong; only the expert's part is recorded, and a seed the policy succeeds on is skipped."""
     root = Path(root)
     ActionNoise(action_noise, 0)  # refuses a negative or non-finite scale before anything is written
+    if takeover is not None and action_noise:
+        raise ValueError("action noise pushes the expert off its own plan from reset; a takeover's expert plans "
+                         "again where the policy went wrong: record them in separate runs")
     if after_success < 0:
         raise ValueError(f"after_success must be >= 0 frames, got {after_success}")
     if resume:
@@ -189,17 +205,18 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
         dataset, seeds = create_dataset(env, repo_id, root, 0 if first_seed is None else first_seed,
                                          after_success)
     expert = ScriptedExpert(env)
+    agent = expert if takeover is None else takeover.agent(env, expert)
     started = time.perf_counter()
     start_episodes, start_frames = dataset.meta.total_episodes, dataset.meta.total_frames
     first = seeds.next_seed
     attempts = max_attempts if max_attempts is not None else 3 * episodes
-    skipped, unplannable, dropped = [], [], 0
+    skipped, unplannable, policy_successes, dropped = [], [], [], 0
     seed = first
-    progress = tqdm(total=episodes, desc="recording", unit="episode")
+    progress = tqdm(total=episodes, desc="recording" if takeover is None else "second attempts", unit="episode")
     with StopRequests() as stop:
         try:
             while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
-                outcome = _run_episode(env, expert, dataset, seed, stop, after_success,
+                outcome = _run_episode(env, agent, dataset, seed, stop, after_success,
                                        ActionNoise(action_noise, seed, lambda: expert.plan) if action_noise else None,
                                        raw_maps)
                 if outcome == "stopped":
@@ -213,7 +230,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     if raw_maps is not None:  # first: a stop in between leaves a file the next save overwrites
                         raw_maps.save(dataset.meta.total_episodes)
                     dataset.save_episode()
-                    seeds.add(seed, action_noise)
+                    seeds.add(seed, action_noise, None if takeover is None else takeover.record_of(agent))
                     progress.update(1)
                     if on_saved is not None:
                         on_saved(dataset.meta.total_episodes - start_episodes)
@@ -224,10 +241,13 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     skipped.append(seed)
                     if outcome == "unplannable":
                         unplannable.append(seed)
+                    if outcome == "policy success":
+                        policy_successes.append(seed)
                 seed += 1
                 seeds.next_seed = seed
                 seeds.write(root)
-                progress.set_postfix(skipped=len(skipped), unplannable=len(unplannable))
+                progress.set_postfix(skipped=len(skipped), unplannable=len(unplannable),
+                                     **({} if takeover is None else {"policy_successes": len(policy_successes)}))
                 if stop.signal_name:
                     break
         except BaseException as error:
@@ -243,20 +263,25 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     recorded = dataset.meta.total_episodes - start_episodes
     summary = RecordSummary(root, recorded, skipped, dataset.meta.total_frames - start_frames,
                             time.perf_counter() - started, unplannable, dataset.meta.total_episodes,
-                            dataset.meta.total_frames, stop.signal_name, dropped)
+                            dataset.meta.total_frames, stop.signal_name, dropped, policy_successes)
     if recorded < episodes and stop.signal_name is None:
         raise TooFewEpisodes(f"only {recorded} of {episodes} episodes succeeded in {attempts} seeds "
-                             f"(failed seeds: {skipped}, of which unplannable: {unplannable}); "
+                             f"(failed seeds: {skipped}, of which unplannable: {unplannable}"
+                             + (f", the policy's own successes: {policy_successes}" if takeover is not None else "")
+                             + f"); "
                              f"the dataset at {root} holds those {recorded}", summary)
     return summary
 
 
-def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int, stop: StopRequests,
+def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, dataset, seed: int, stop: StopRequests,
                  after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
-    buffered) or "stopped" (a stop was requested before the episode ended). With `after_success`, a success
-    goes on for that many frames and counts only if the object is still up and held after them."""
+    buffered), "policy success" (a takeover's policy succeeded: no expert frames) or "stopped" (a stop was
+    requested before the episode ended). With `after_success`, a success goes on for that many frames and
+    counts only if the object is still up and held after them. Only the expert's actions are buffered."""
     def add(observation: dict, action) -> None:
+        if not getattr(agent, "expert_acting", True):
+            return  # a takeover's policy acting: its actions are not demonstrations
         dataset.add_frame(dataset_frame(observation, action, env.task))
         if raw_maps is not None:
             raw_maps.add(observation)
@@ -264,13 +289,18 @@ def _run_episode(env: PickObjectEnv, expert: ScriptedExpert, dataset, seed: int,
     if raw_maps is not None:
         raw_maps.discard()
     try:
-        result = run_episode(env, expert, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
+        result = run_episode(env, agent, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
                              execute=noise, on_step=add)
     except EpisodeStopped:
         return "stopped"
+    except Unreachable as error:  # a takeover's expert cannot plan from where the policy left the arm and object
+        tqdm.write(f"seed {seed}: skipped, the expert cannot plan its second attempt ({error})")
+        return "unplannable"
     if result.unplannable:
         tqdm.write(f"seed {seed}: skipped, the expert cannot plan it ({result.unplannable})")
         return "unplannable"
+    if getattr(agent, "took_over_at", 0) is None:
+        return "policy success" if result.success else "failure"
     if not result.success:
         return "failure"
     if result.held_after_success is False:

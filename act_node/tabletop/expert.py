@@ -37,6 +37,16 @@ class ScriptedExpert:
         self.plan = plan_for_scene(observation["agent_pos"], target_xy, self.env.scene.request, objects, self.fps)
         self.step = 0
 
+    def replan(self, observation: dict) -> None:
+        """Plan again from the joints now and the requested object where it stands now (privileged: the
+        observation's target is where it stood at reset, and a missed grasp may have moved it): the
+        second attempt of act_node.takeover."""
+        objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
+                   for o in self.env.table.task.object_states()]
+        target_xy = self.env.table.task.target_pose()[0][:2]
+        self.plan = plan_for_scene(observation["agent_pos"], target_xy, self.env.scene.request, objects, self.fps)
+        self.step = 0
+
     def act(self, observation: dict) -> np.ndarray:
         """The next action (6,) float32; after the plan ends, hold its last pose."""
         action = self.chunk(observation, 1)[0]
