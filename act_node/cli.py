@@ -142,7 +142,10 @@ def cmd_record(args: argparse.Namespace) -> None:
         raise SystemExit("act-sim record: --raw-maps records in this process; leave out --ray")
     if args.ray is not None and args.takeover_from:
         raise SystemExit("act-sim record: --takeover-from records in this process; leave out --ray")
-    if args.takeover_latest_s is not None and not args.takeover_from:
+    latest = args.takeover_latest_s
+    if latest is not None and not (math.isfinite(latest) and latest > 0):
+        raise SystemExit(f"act-sim record: --takeover-latest-s must be a time > 0 s, got {latest}")
+    if latest is not None and not args.takeover_from:
         raise SystemExit("act-sim record: --takeover-latest-s says when the expert takes over from "
                          "--takeover-from's checkpoint; give that too")
     if args.takeover_from and args.action_noise:
@@ -160,15 +163,20 @@ def cmd_record(args: argparse.Namespace) -> None:
             raw_maps = RawMaps(Path(args.raw_maps), backbone)
         except (FileNotFoundError, ValueError) as error:
             raise SystemExit(f"act-sim record: {error}") from None
-    env = make_env(args)
     takeover = None
+    if args.takeover_from:  # renderer auto: the one a camera checkpoint's images were drawn with, as act-sim eval
+        config = graph_config(args, policy="act", checkpoint=args.takeover_from)
+        if config.renderer_mismatch():
+            print(f"act-sim record: warning: {config.renderer_mismatch()}", file=sys.stderr)
+        env = PickObjectEnv(**config.env_kwargs())
+    else:
+        env = make_env(args)
     if args.takeover_from:
         from act_node.policy import CheckpointMismatch
         from act_node.takeover import LATEST_S, Takeover
 
         try:
-            takeover = Takeover.load(args.takeover_from, env, LATEST_S if args.takeover_latest_s is None
-                                     else args.takeover_latest_s)
+            takeover = Takeover.load(args.takeover_from, env, LATEST_S if latest is None else latest)
         except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
             env.close()
             raise SystemExit(f"act-sim record: --takeover-from {args.takeover_from}: {error}") from None

@@ -252,7 +252,8 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                     break
         except BaseException as error:
             # the dataset is consistent between episodes: bring it back there, keep what was saved
-            abandon_episode(dataset, seeds, seed, root, action_noise)
+            abandon_episode(dataset, seeds, seed, root, action_noise,
+                            None if takeover is None else takeover.record_of(agent))
             error.add_note(f"recording stopped at seed {seed}; the episode in progress was dropped; the "
                            f"dataset at {root} keeps its {dataset.meta.total_episodes} completed episodes "
                            f"({dataset.meta.total_frames} frames)")
@@ -276,7 +277,8 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
 def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, dataset, seed: int, stop: StopRequests,
                  after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
-    buffered), "policy success" (a takeover's policy succeeded: no expert frames) or "stopped" (a stop was
+    buffered), "policy success" or "not taken over" (a takeover's policy succeeded, or failed without the
+    expert taking over: no expert frames, nothing to keep) or "stopped" (a stop was
     requested before the episode ended). With `after_success`, a success goes on for that many frames and
     counts only if the object is still up and held after them. Only the expert's actions are buffered."""
     def add(observation: dict, action) -> None:
@@ -294,13 +296,15 @@ def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, data
     except EpisodeStopped:
         return "stopped"
     except Unreachable as error:  # a takeover's expert cannot plan from where the policy left the arm and object
+        if not isinstance(agent, TakeoverAgent):
+            raise
         tqdm.write(f"seed {seed}: skipped, the expert cannot plan its second attempt ({error})")
         return "unplannable"
     if result.unplannable:
         tqdm.write(f"seed {seed}: skipped, the expert cannot plan it ({result.unplannable})")
         return "unplannable"
-    if getattr(agent, "took_over_at", 0) is None:
-        return "policy success" if result.success else "failure"
+    if getattr(agent, "took_over_at", 0) is None:  # no expert part: nothing to keep, not even with keep_failures
+        return "policy success" if result.success else "not taken over"
     if not result.success:
         return "failure"
     if result.held_after_success is False:
@@ -400,14 +404,15 @@ def _settings_mismatch(dataset, env: PickObjectEnv | DatasetSpec) -> list[str]:
     return mismatch
 
 
-def abandon_episode(dataset, seeds: SeedRecord, seed: int | None, root: Path, noise: float = 0.0) -> None:
+def abandon_episode(dataset, seeds: SeedRecord, seed: int | None, root: Path, noise: float = 0.0,
+                    takeover: dict | None = None) -> None:
     """After an exception: drop the episode in progress (its staged frames free the disk a full disk
     needs to finish), finalize, and make the files agree with the episodes LeRobot's metadata lists."""
     from lerobot.datasets.io_utils import write_info
 
     saved = dataset.meta.total_episodes
     if len(seeds.episode_seeds) < saved:  # the exception came after LeRobot had saved the episode
-        seeds.add(seed, noise)
+        seeds.add(seed, noise, takeover)
     dataset.clear_episode_buffer()
     dataset.finalize()
     write_info(dataset.meta.info, root)  # a write cut short by a full disk may have left it truncated

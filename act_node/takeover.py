@@ -8,8 +8,9 @@ takes over, plans again from the joints and the objects as they stand then, and 
 expert's part is recorded, so every frame's action is the expert's, from a state the policy led to.
 
 When the expert takes over (the simulator's truth, as the expert's plan reads it):
-  - a missed grasp: the policy's gripper command closed (perturb.CLOSING_DROP below its widest so far), and
-    MISS_S later the requested object is neither held by both jaws nor LIFT_PROGRESS_M up;
+  - a missed grasp: the policy's gripper command closed (perturb.CLOSING_DROP below its widest so far) and
+    stayed closed, and MISS_S later the requested object is not held by both jaws LIFT_PROGRESS_M up (jaws that
+    open again restart the count: a twitch, or the policy trying once more by itself);
   - or the policy has not succeeded by `latest_tick` (it hovers, or goes somewhere else).
 A policy that succeeds before either is never taken over, not even if it drops the object after the success: the
 episode has no expert part and is not recorded.
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from act_node.tabletop.perturb import CLOSING_DROP
+from act_node.tabletop.planner import CLOSE_S, DESCEND_S, LIFT_S, SETTLE_S, SWING_S
 
 if TYPE_CHECKING:
     from act_node.episodes import Agent
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 
 MISS_S = 1.5  # after the jaws begin to close: the expert's own plan is 7 cm up by then (close, settle, lift)
 LIFT_PROGRESS_M = 0.02  # held this high, the grasp is working
-LATEST_S = 5.0  # not up by then: the expert takes over anyway (the expert's plan takes 4.2 s)
+LATEST_S = 5.0  # not up by then: the expert takes over anyway
+PLAN_S = SWING_S + DESCEND_S + CLOSE_S + SETTLE_S + LIFT_S  # the expert's plan, 4.2 s: what a takeover must leave it
 
 
 class TakeoverAgent:
@@ -89,7 +92,9 @@ class TakeoverAgent:
     def note_gripper(self, command: float) -> None:
         """The policy's gripper command this tick: when it first closes (as perturb.closing_tick reads a plan)."""
         self.widest_gripper = max(self.widest_gripper, command)
-        if self.closed_at is None and command < self.widest_gripper - CLOSING_DROP:
+        if command >= self.widest_gripper - CLOSING_DROP:
+            self.closed_at = None  # open (again): a twitch, or a policy trying once more by itself
+        elif self.closed_at is None:
             self.closed_at = self.tick
 
     def gone_wrong(self) -> str | None:
@@ -120,13 +125,18 @@ class Takeover:
         from act_node.checkpoints import readable_checkpoint_cameras
         from act_node.policy import ChunkPolicy, FeatureSpec
 
+        env = env.unwrapped
         if not (math.isfinite(latest_s) and latest_s > 0):
             raise ValueError(f"the latest takeover must be a time > 0 s, got {latest_s}")
-        env = env.unwrapped
+        latest_tick, plan_ticks = round(latest_s * env.fps), round(PLAN_S * env.fps)
+        if latest_tick < 1 or latest_tick + plan_ticks > env.max_steps:
+            raise ValueError(f"the latest takeover, {latest_s} s, is {latest_tick} ticks: it must be at least one and "
+                             f"leave the expert's plan its {plan_ticks} ({PLAN_S:.1f} s) of the episode's "
+                             f"{env.max_steps} ticks, so at most {env.max_steps - plan_ticks}")
         takes_images = readable_checkpoint_cameras(checkpoint) != {}
         cameras = {camera.name: (camera.height, camera.width) for camera in env.cameras} if takes_images else {}
         policy = ChunkPolicy.load(checkpoint, device="cpu", expect=FeatureSpec(cameras=cameras))
-        return cls(policy, str(checkpoint), round(latest_s * env.fps))
+        return cls(policy, str(checkpoint), latest_tick)
 
     def agent(self, env: PickObjectEnv, expert: ScriptedExpert) -> TakeoverAgent:
         from act_node.episodes import policy_agent

@@ -57,6 +57,14 @@ def test_a_policy_that_never_reaches_is_taken_over_in_time_and_the_expert_picks_
     assert result.success and result.steps > 40
 
 
+def test_jaws_that_open_again_restart_the_count(env):
+    agent = TakeoverAgent(env, ScriptedExpert(env), ScriptedExpert(env), miss_ticks=20)
+    for tick, command in enumerate([60.0, 50.0, 50.0, 58.0, 40.0]):
+        agent.tick = tick
+        agent.note_gripper(command)
+    assert agent.closed_at == 4  # the first close (tick 1) was opened again at tick 3
+
+
 def test_jaws_closed_on_nothing_are_a_missed_grasp(env):
     agent = TakeoverAgent(env, HoldStill(close_at=5), ScriptedExpert(env), miss_ticks=20)
     result = run_episode(env, agent, SEEDS[1])
@@ -87,17 +95,21 @@ def test_only_the_experts_part_is_recorded_and_where_it_took_over_is_kept(env, t
     taken = kept["episode_takeover"][0]
     assert taken["policy"] == str(tiny_state_checkpoint) and taken["reason"] in ("too slow", "missed grasp")
     seed = kept["episode_seeds"][0]
-    # the same seed again, nothing recorded: the episode's frames are its ticks from the takeover on
-    agent = takeover.agent(env, ScriptedExpert(env))
-    again = run_episode(env, agent, seed, after_success=10)
+    # the same seed again, nothing recorded: the episode's frames are the expert's ticks from the takeover on
+    agent, expert_ticks = takeover.agent(env, ScriptedExpert(env)), []
+    again = run_episode(env, agent, seed, after_success=10, on_step=lambda observation, action: expert_ticks.append(
+        (observation["agent_pos"].copy(), action.copy())) if agent.expert_acting else None)
     assert agent.took_over_at == taken["tick"] > 0
-    assert summary.frames == again.steps - taken["tick"] + 10
+    assert summary.frames == again.steps - taken["tick"] + 10 == len(expert_ticks)
 
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
-    states = np.asarray(LeRobotDataset("local/takeover", root=tmp_path / "data").hf_dataset["observation.state"])
+    frames = LeRobotDataset("local/takeover", root=tmp_path / "data").hf_dataset
+    states, actions = np.asarray(frames["observation.state"]), np.asarray(frames["action"])
+    assert np.allclose(states, [state for state, _ in expert_ticks], atol=1e-4)  # from the takeover's tick on
+    assert np.allclose(actions, [action for _, action in expert_ticks], atol=1e-4)  # the expert's actions
     env.reset(seed=seed)
-    assert not np.allclose(states[0], env.observe()["agent_pos"], atol=0.5)  # it does not start at reset
+    assert not np.allclose(states[0], env.observe()["agent_pos"], atol=0.5)  # not from reset
 
 
 def test_the_seed_file_keeps_the_takeovers_and_reads_an_older_one(tmp_path):
@@ -115,6 +127,10 @@ def test_the_seed_file_keeps_the_takeovers_and_reads_an_older_one(tmp_path):
 
 @pytest.mark.parametrize("arguments, message", [
     (["--takeover-latest-s", "3"], "--takeover-latest-s says when the expert takes over"),
+    (["--takeover-from", "x", "--takeover-latest-s", "0"], "--takeover-latest-s must be a time > 0 s, got 0.0"),
+    (["--takeover-from", "x", "--takeover-latest-s", "nan"], "--takeover-latest-s must be a time > 0 s, got nan"),
+    (["--takeover-from", "x", "--takeover-latest-s", "0.01"], "is 0 ticks: it must be at least one"),
+    (["--takeover-from", "x", "--takeover-latest-s", "9"], "leave the expert's plan its 126 .* so at most 174"),
     (["--takeover-from", "no/such/checkpoint"], "--takeover-from no/such/checkpoint: "),
     (["--takeover-from", "x", "--action-noise", "1"], "record them in separate runs"),
     (["--takeover-from", "x", "--ray"], "--takeover-from records in this process"),
