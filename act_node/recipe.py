@@ -130,6 +130,7 @@ class Recipe:
             # a folder recorded before --raw-maps existed has none: its maps come from the videos
             return [*command, "--raw-maps", str(self.raw_maps)] if (self.raw_maps / "maps.json").is_file() else command
         if stage == "act":
+            self.check_act_data()
             if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file() \
                     and (self.act_dir / "average" / "pretrained_model" / "config.json").is_file():
                 return None
@@ -148,6 +149,21 @@ class Recipe:
                     str(s.curve_episodes), "--first-seed", str(CURVE_SEED), "--workers", str(s.threads),
                     "--out", str(self.out / "curve")]
         raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+
+    def check_act_data(self) -> None:
+        """SystemExit when the ACT run in act_dir was trained on fewer (or other) episodes than the dataset holds
+        now: recording on into a folder whose ACT stage has run would otherwise count that stage as done, or
+        resume it on other data."""
+        pinned, info = self.act_dir / "run.json", self.data / "meta" / "info.json"
+        if not (pinned.is_file() and info.is_file()):
+            return
+        trained = json.loads(pinned.read_text()).get("dataset_size")  # None: pinned before the size was
+        now = json.loads(info.read_text())
+        now = {"episodes": now.get("total_episodes"), "frames": now.get("total_frames")}
+        if trained is not None and trained != now:
+            raise SystemExit(f"act-sim recipe: the ACT run in {self.act_dir} was trained on {trained['episodes']} "
+                             f"episodes ({trained['frames']} frames); {self.data} holds {now['episodes']} "
+                             f"({now['frames']}) now: move {self.act_dir} aside to train on them")
 
     def cache_state(self) -> str:
         """done (complete, of the dataset as it is now), stale (of fewer episodes: recorded on since), or missing."""

@@ -230,6 +230,16 @@ def test_a_stopped_run_resumes_to_the_same_weights(tiny_dataset, backbone, cache
     pinned.write_text(json.dumps(there))
     again = Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=6, batch_size=2, save_every=2))
     assert again.step == 4
+    # recorded on since the run was pinned: refused; a pin from before the size was pinned is not compared on it
+    there = json.loads(pinned.read_text())
+    there["dataset_size"]["episodes"] += 1
+    pinned.write_text(json.dumps(there))
+    with pytest.raises(SystemExit, match="a run does not change its data midway"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=6, batch_size=2, save_every=2))
+    del there["dataset_size"]
+    pinned.write_text(json.dumps(there))
+    older = Run(tiny_dataset, cache, backbone, tmp_path / "stopped", Settings(steps=6, batch_size=2, save_every=2))
+    assert older.step == 4
 
 
 def test_a_cool_down_runs_at_its_own_learning_rate(tiny_dataset, backbone, cache, tmp_path):
@@ -324,6 +334,12 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     assert recipe.command("act") == act  # trained, not yet averaged: the same command, which then averages
     (tmp_path / "act" / "average" / "pretrained_model").mkdir(parents=True)
     (tmp_path / "act" / "average" / "pretrained_model" / "config.json").write_text("{}")
+    assert recipe.command("act") is None
+    # recorded on after the ACT stage ran: not "done", and not resumed on other data
+    (tmp_path / "act" / "run.json").write_text(json.dumps({"dataset_size": {"episodes": 5, "frames": 50}}))
+    with pytest.raises(SystemExit, match=r"trained on 5 episodes \(50 frames\); .* holds 7 \(70\) now: move"):
+        recipe.command("act")
+    (tmp_path / "act" / "run.json").write_text(json.dumps({"dataset_size": {"episodes": 7, "frames": 70}}))
     assert recipe.command("act") is None
     with pytest.raises(ValueError, match="unknown stage"):
         recipe.command("deploy")

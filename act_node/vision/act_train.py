@@ -202,6 +202,12 @@ def warm_start(policy, preprocessor, checkpoint: Path) -> list[str]:
     return sorted(set(ours) - set(weights))
 
 
+def dataset_size(root: Path) -> dict[str, int]:
+    """{"episodes", "frames"} of the LeRobot dataset at `root` as its meta/info.json says now."""
+    info = json.loads((Path(root) / "meta" / "info.json").read_text())
+    return {"episodes": int(info["total_episodes"]), "frames": int(info["total_frames"])}
+
+
 class Run:
     """One ACT training run in OUT: build or resume, step, checkpoint."""
 
@@ -256,11 +262,18 @@ class Run:
         state_path = self.checkpoints / "state.pt"
         pinned = self.out / "run.json"
         wanted = {"settings": {**asdict(self.settings), "steps": None}, "dataset": str(self.dataset_root.resolve()),
-                  "backbone": str(self.backbone_path.resolve())}
+                  "backbone": str(self.backbone_path.resolve()), "dataset_size": dataset_size(self.dataset_root)}
         if pinned.is_file():
             there = json.loads(pinned.read_text())
-            # a setting added since that run was pinned was its default then
+            # a setting added since that run was pinned was its default then; a pin without the dataset's size
+            # (written before it was pinned) is not compared on it
             there["settings"] = {**asdict(Settings()), "steps": None, **there.get("settings", {})}
+            there.setdefault("dataset_size", wanted["dataset_size"])
+            if there["dataset_size"] != wanted["dataset_size"]:
+                raise SystemExit(f"{self.out} holds a run on {there['dataset_size']['episodes']} episodes "
+                                 f"({there['dataset_size']['frames']} frames) of {self.dataset_root}, which holds "
+                                 f"{wanted['dataset_size']['episodes']} ({wanted['dataset_size']['frames']}) now: a "
+                                 f"run does not change its data midway; train on it with another --out")
             if there != wanted:
                 raise SystemExit(f"{self.out} holds a run with other settings ({there} there, {wanted} asked): use "
                                  "another --out")
