@@ -50,6 +50,18 @@ def stats(values: np.ndarray) -> dict:
             "std": values.std(0).tolist(), "count": [len(values)], **q}
 
 
+def write_environment_state(dst: Path, names: list[str], every: list[np.ndarray]) -> None:
+    """The new environment state's shape and names in info.json and its statistics in stats.json."""
+    env = "observation.environment_state"
+    info = json.loads((dst / "meta" / "info.json").read_text())
+    info["features"][env]["shape"] = [len(names)]
+    info["features"][env]["names"] = names
+    (dst / "meta" / "info.json").write_text(json.dumps(info, indent=4))
+    all_stats = json.loads((dst / "meta" / "stats.json").read_text())
+    all_stats[env] = stats(np.concatenate(every))
+    (dst / "meta" / "stats.json").write_text(json.dumps(all_stats, indent=4))
+
+
 def dataset(src: Path, dst: Path) -> None:
     import pandas as pd
 
@@ -64,14 +76,9 @@ def dataset(src: Path, dst: Path) -> None:
         table[env] = list(new)
         table.to_parquet(path)
         every.append(new)
-    info = json.loads((dst / "meta" / "info.json").read_text())
-    info["features"][env]["shape"] = [13]
-    info["features"][env]["names"] = [*info["features"][env]["names"][:10], *EXTRA]
-    (dst / "meta" / "info.json").write_text(json.dumps(info, indent=4))
-    all_stats = json.loads((dst / "meta" / "stats.json").read_text())
-    all_stats[env] = stats(np.concatenate(every))
-    (dst / "meta" / "stats.json").write_text(json.dumps(all_stats, indent=4))
-    print(f"{dst}: {sum(len(e) for e in every)} frames, environment state {info['features'][env]['names']}")
+    names = [*json.loads((src / "meta" / "info.json").read_text())["features"][env]["names"][:10], *EXTRA]
+    write_environment_state(dst, names, every)
+    print(f"{dst}: {sum(len(e) for e in every)} frames, environment state {names}")
 
 
 def target_yaw(env) -> np.ndarray:
@@ -96,8 +103,9 @@ def yaw_dataset(src: Path, dst: Path) -> None:
         raise FileExistsError(f"{dst} exists")
     shutil.copytree(src, dst)
     env_key = "observation.environment_state"
-    seeds = SeedRecord.read(dst).episode_seeds
-    env = PickObjectEnv(objects=SeedRecord.read(dst).objects, cameras=("wrist",), image_size=(24, 32))
+    record = SeedRecord.read(dst)
+    seeds = record.episode_seeds
+    env = PickObjectEnv(objects=record.objects, cameras=("wrist",), image_size=(24, 32))
     yaws, worst = [], 0.0
     paths = sorted((dst / "data").glob("chunk-*/file-*.parquet"))
     tables = [pd.read_parquet(path) for path in paths]
@@ -114,13 +122,8 @@ def yaw_dataset(src: Path, dst: Path) -> None:
         table[env_key] = list(new.astype(np.float32))
         table.to_parquet(path)
         every.append(new)
-    info = json.loads((dst / "meta" / "info.json").read_text())
-    info["features"][env_key]["shape"] = [15]
-    info["features"][env_key]["names"] = [*info["features"][env_key]["names"][:13], *YAW]
-    (dst / "meta" / "info.json").write_text(json.dumps(info, indent=4))
-    all_stats = json.loads((dst / "meta" / "stats.json").read_text())
-    all_stats[env_key] = stats(np.concatenate(every))
-    (dst / "meta" / "stats.json").write_text(json.dumps(all_stats, indent=4))
+    names = json.loads((src / "meta" / "info.json").read_text())["features"][env_key]["names"][:13]
+    write_environment_state(dst, [*names, *YAW], every)
     print(f"{dst}: {len(seeds)} scenes remade (the target matches to {worst:.1e}), environment state 15")
 
 
