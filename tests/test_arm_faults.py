@@ -21,6 +21,7 @@ from arm_helpers import (
     write_calibration,
 )
 
+from act_node.arm.interface import ArmReadError
 from act_node.arm.safety import SafetyConfig
 from act_node.arm.servo_sim import ERROR_OVERHEAT, SimulatedBus
 
@@ -41,6 +42,45 @@ def folder(tmp_path):
 
 def ramp(start: np.ndarray, end: np.ndarray, steps: int = 60) -> np.ndarray:
     return start + (end - start) * np.linspace(0, 1, steps)[:, None]
+
+
+def wait_until(condition, seconds: float = 10.0) -> bool:
+    """Poll `condition` until it holds (True) or `seconds` pass (False): for what the simulated bus does in its
+    own threads, which a loaded machine delays by an unknown amount."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def run_ticks_until(control, done, max_seconds: float, on_tick=None) -> list:
+    """arm_helpers.run_ticks, ending after the first tick at which `done()` holds: a fault the test waits for
+    may take more ticks on a loaded machine (a tick whose read failed skips its status read)."""
+    results = []
+    start = time.time()
+    for k in range(int(round(max_seconds * control.fps))):
+        time.sleep(max(0.0, start + k / control.fps - time.time()))
+        now = time.time()
+        if on_tick is not None:
+            on_tick(k, now)
+        results.append(control.tick(now))
+        if done():
+            break
+    return results
+
+
+def bus_barrier(arm) -> None:
+    """Return once the simulated servos have taken everything the arm sent before: the bus answers requests in
+    order, so a read that answered was asked after them (a sync write has no reply to wait for)."""
+    for _ in range(100):
+        try:
+            arm.read()
+            return
+        except ArmReadError:
+            pass
+    raise AssertionError("the simulated bus answered none of 100 reads")
 
 
 def test_a_chunk_far_from_the_arm_moves_it_within_every_bound(bus, folder):
@@ -144,7 +184,7 @@ def test_stop_freezes_at_the_present_pose(bus, folder):
     control.add_chunk(now, ramp(START_RAD, START_RAD + 0.5, 200), now)
     run_ticks(control, 0.4)
     assert control.stop() == "stopped at the present pose"
-    time.sleep(0.1)  # the freeze is a sync write (no reply): let the servos take it before looking
+    bus_barrier(control.arm)  # the freeze is a sync write (no reply): the servos have taken it before looking
     frozen_at = time.monotonic()
     run_ticks(control, 0.3)
     frozen = bus.positions_rad()
@@ -212,14 +252,15 @@ def test_replies_that_come_too_late_are_not_read_as_positions(bus, folder):
         bus.stall(60.0)
         assert not any(s.answered for s in arm.status())  # every status read timed out
         bus.stall(0.0)
-        time.sleep(0.1)  # the sim answers the six status requests at once: they wait in the port
+        # the sim answers the six status requests at once (10 bytes each): they wait in the port
+        assert wait_until(lambda: arm.bus.port_handler.ser.in_waiting >= 6 * 10)
         if then == "read":
             reading = arm.read()
             np.testing.assert_allclose(reading.positions, bus.positions_rad(), atol=0.01)
             assert reading.outside_range == ()
         else:  # a write with no read just before: LeRobot's guard needs the present position
             arm.write(start + 0.05)
-            time.sleep(0.1)
+            wait_until(lambda: np.allclose(bus.positions_rad(), start + 0.05, atol=0.02))
             np.testing.assert_allclose(bus.positions_rad(), start + 0.05, atol=0.02)
     assert arm.drained_bytes > 0  # the late replies came and were dropped
     for w in goal_writes(bus):
@@ -250,7 +291,8 @@ def test_servo_error_flags_latch(bus, folder):
     control.start()
     now = time.time()
     control.add_chunk(now, ramp(START_RAD, START_RAD + 0.3, 200), now)
-    run_ticks(control, 0.3, lambda k, now: bus.fault(6, error_bits=ERROR_OVERHEAT) if k == 4 else None)
+    run_ticks_until(control, lambda: control.chain.state == "fault", 3.0,
+                    lambda k, now: bus.fault(6, error_bits=ERROR_OVERHEAT) if k == 4 else None)
     assert control.chain.state == "fault" and "gripper: overheat" in control.chain.faults[0]
     statuses = {s.name: s for s in control.stats.statuses}
     assert statuses["gripper"].flags == ["overheat"]
@@ -301,3 +343,84 @@ def test_dry_run_never_enables_torque_nor_writes_a_goal(bus, folder):
     assert goal_writes(bus) == []
     assert not [w for w in bus.writes if w.register == "Torque_Enable" and w.value == 1]
     control.shutdown(rest_rad=START_RAD)
+
+
+def test_a_late_reply_during_the_calibration_check_is_not_read_as_the_next_register(bus, folder):
+    """A loaded CI machine refused to start: "wrist_roll: register Max_Position_Limit = 0 but the file says
+    range_max = 4095". LeRobot's read of Homing_Offset gave up on a slow reply and asked again; the late reply
+    answered the retry, and the retry's own reply (Homing_Offset, 0) was taken for the next register's. Here
+    the bus stalls through each register's first request in turn and then answers both it and LeRobot's retry
+    at once, in order; the check must still see the file's values."""
+    from act_node.arm.bus_checks import calibration_mismatches
+
+    arm = follower(bus, folder)
+    arm.configure()
+    for register in ("Homing_Offset", "Min_Position_Limit", "Max_Position_Limit"):
+        original, asked = arm.bus.read, []
+
+        def late_first(name, motor, *args, _original=original, _register=register, _asked=asked, **kwargs):
+            if name == _register and not _asked:  # past the SDK's 50 ms timeout, before the retry's
+                _asked.append(name)
+                bus.stall(0.08)
+            return _original(name, motor, *args, **kwargs)
+
+        arm.bus.read = late_first
+        try:
+            problems = calibration_mismatches(arm.bus, arm.calibration, folder / "x.json", ["wrist_roll"], "fix")
+        finally:
+            arm.bus.read = original
+        assert problems == [], (register, problems)
+    arm.deactivate()
+
+
+def test_late_answers_to_the_presence_check_do_not_make_a_servo_look_dead(bus, folder):
+    """A loaded CI machine refused to start: "motor 'shoulder_pan' (id 1) does not answer". Here the bus stalls
+    through the first two attempts at asking servo 1 (each past the SDK's 50 ms timeout) and then answers
+    everything asked meanwhile at once, in order: the third attempt gets the first one's reply, and that must
+    still read as servo 1 answering, an STS3215."""
+    from act_node.arm.bus_checks import servo_problems
+
+    arm = follower(bus, folder)
+    arm.configure()
+    problems = []
+    bus.stall(0.12)
+    answering = servo_problems(arm.bus, bus.port, problems)
+    assert problems == []
+    assert answering == list(arm.bus.motors)
+    arm.deactivate()
+
+
+def test_shutdown_rides_out_a_lost_read_on_the_way_to_rest(bus, folder):
+    """One read lost in the move to rest (both of LeRobot's tries: replies that never came, as on a loaded
+    machine) counts as a failed read, as in the running loop: the move goes on from the next tick's read
+    instead of ending there and turning torque off wherever the arm is."""
+    control = controller(bus, folder)
+    control.start()
+    rest = START_RAD + np.array([0.2, -0.2, 0.2, 0.0, 0.0, -0.1])
+    bus.fault(3, drop_replies=2)  # the move's first read and LeRobot's retry of it
+    assert control.shutdown(rest_rad=rest, seconds=1.0) == []
+    assert bus.servos[3].faults.drop_replies == 0, "the replies were lost"
+    assert not any(bus.torques().values())
+    np.testing.assert_allclose(bus.positions_rad(), rest, atol=0.03)
+    check_goal_writes(bus, control.safety_config)
+
+
+def test_waiting_for_a_reply_leaves_the_process_to_its_other_threads(bus, folder):
+    """The Feetech SDK polls the port until a reply is complete or its timeout (about 50 ms) passes. With the
+    port's timeout=0 that loop spins holding the GIL for the whole wait, and on a loaded machine the simulated
+    bus's own threads (a ROS executor or a camera beside a real arm) got to run only past the SDK's timeout.
+    Waiting on a silent servo must sleep in the kernel: one port read per READ_WAIT_S at most (about 50 for the
+    timeout), where the spinning loop makes thousands."""
+    arm = follower(bus, folder)
+    arm.configure()
+    bus.fault(3, silent=True)
+    serial = arm.bus.port_handler.ser
+    reads, original = [], serial.read
+    serial.read = lambda size=1: reads.append(size) or original(size)
+    try:
+        statuses = arm.status()
+    finally:
+        serial.read = original
+    assert [s.answered for s in statuses] == [True, True, False, True, True, True]
+    assert len(reads) < 200, f"{len(reads)} port reads while waiting for one silent servo: a busy loop"
+    arm.deactivate()

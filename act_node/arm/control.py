@@ -96,19 +96,32 @@ class ArmController:
             return self.arm.deactivate()
 
     def _move_to(self, rest: np.ndarray, seconds: float) -> None:
+        """The interpolated move, one step a tick. A failed read counts in the chain as in tick(): the step
+        waits for the next tick, and `max_failed_reads` in a row latch and end the move (no blind move). One
+        reply lost on a loaded machine used to end it: torque went off wherever the arm was."""
         steps = max(1, int(round(seconds * self.fps)))
         start = self.chain.last_goal.copy()
-        for k in range(1, steps + 1):
+        k = 1
+        while k <= steps:
             began = time.monotonic()
             try:
                 reading = self.arm.read()
-            except ArmReadError:
-                return
+            except ArmReadError as error:
+                self.chain.on_read_failed(str(error))
+                if not self.chain.writing:
+                    return
+                time.sleep(max(0.0, 1.0 / self.fps - (time.monotonic() - began)))
+                continue
+            self.chain.on_read(reading, time.time())
             target = start + (rest - start) * k / steps
             decision = self.chain.filter(target, reading.positions)
             if decision.goal is None:
                 return
-            self.arm.write(decision.goal)
+            try:
+                self.arm.write(decision.goal)
+            except ArmError:  # the port failed: torque off (deactivate) must still run
+                return
+            k += 1
             time.sleep(max(0.0, 1.0 / self.fps - (time.monotonic() - began)))
 
     # --- chunks (any thread) ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
-from act_node.arm.bus_checks import calibration_mismatches, servo_problems
+from act_node.arm.bus_checks import calibration_mismatches, drain, drop_input, servo_problems, wait_in_kernel
 from act_node.arm.calibration import RESOLUTION, Calibration, CalibrationError
 from act_node.arm.interface import (
     ArmConfigurationError,
@@ -46,8 +46,6 @@ from act_node.arm.interface import (
 from act_node.arm.servo_sim import REGISTERS
 
 UNITS = ("degrees", "range_m100_100")  # what a checkpoint's joints can be in (LeRobot < 0.4.4 recorded -100..100)
-DRAIN_QUIET_S = 0.005  # after a failed transaction: the port must stay silent this long ...
-DRAIN_LIMIT_S = 0.05  # ... within this long, everything that came meanwhile dropped
 FRESH_READING_S = 0.1  # write() reuses the last read this recent for LeRobot's guard, else it reads
 
 
@@ -100,6 +98,7 @@ class SO101FollowerArm(ArmInterface):
             self.bus.connect(handshake=False)  # the port only: the checks below list every problem at once
         except (ConnectionError, OSError) as error:
             raise ArmConfigurationError([*problems, f"cannot open port {self.port}: {error}"]) from None
+        wait_in_kernel(self.bus.port_handler)
         answering = servo_problems(self.bus, self.port, problems)
         if self.calibration is not None:
             problems += calibration_mismatches(self.bus, self.calibration, self.calibration_path, answering,
@@ -157,34 +156,16 @@ class SO101FollowerArm(ArmInterface):
             except OSError:
                 pass
 
-    # --- the port's input ----------------------------------------------------------------------------------
-    def _serial(self):
-        return getattr(self.bus.port_handler, "ser", None)
-
+    # --- the port's input (act_node.arm.bus_checks: a late reply must not be read as the next one) ----------
     def _drop_input(self) -> int:
-        """Drop what came unasked since the last transaction (a late reply) before asking anything; returns
-        how many bytes."""
-        serial = self._serial()
-        try:
-            waiting = serial.in_waiting if serial is not None else 0
-            dropped = len(serial.read(waiting)) if waiting else 0
-        except OSError:
-            return 0
+        """Drop what came unasked since the last transaction before asking anything; how many bytes."""
+        dropped = drop_input(self.bus.port_handler)
         self.drained_bytes += dropped
         return dropped
 
     def _drain(self) -> None:
-        """After a transaction that failed: the replies it gave up on may still come. Drop input until the port
-        has been silent DRAIN_QUIET_S (at most DRAIN_LIMIT_S)."""
-        if self._serial() is None:
-            return
-        began = quiet_since = time.monotonic()
-        while time.monotonic() - began < DRAIN_LIMIT_S:
-            if self._drop_input():
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
-                return
-            time.sleep(0.001)
+        """After a transaction that failed: drop input until the port is quiet (its replies may still come)."""
+        self.drained_bytes += drain(self.bus.port_handler)
 
     # --- read and write ------------------------------------------------------------------------------------
     def read(self) -> JointReading:

@@ -25,7 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
-from act_node.arm.bus_checks import BUS_ERRORS, calibration_mismatches, one_line, servo_problems
+from act_node.arm.bus_checks import (
+    BUS_ERRORS,
+    calibration_mismatches,
+    drop_input,
+    one_line,
+    servo_problems,
+    wait_in_kernel,
+)
 from act_node.arm.calibration import Calibration, CalibrationError
 from act_node.arm.follower import UNITS
 from act_node.arm.interface import ArmConfigurationError, ArmReadError, JointReading
@@ -94,6 +101,7 @@ class SO101LeaderArm:
             self.bus.connect(handshake=False)  # the port only: the checks below list every problem at once
         except (ConnectionError, OSError) as error:
             raise ArmConfigurationError([*problems, f"cannot open port {self.port}: {one_line(error)}"]) from None
+        wait_in_kernel(self.bus.port_handler)
         answering = servo_problems(self.bus, self.port, problems)
         if self.calibration is not None:
             problems += calibration_mismatches(
@@ -138,7 +146,7 @@ class SO101LeaderArm:
         LeRobot's sync read fails whole when any servo does not answer, and that raises ArmReadError."""
         if not self.is_connected:
             raise ArmReadError(f"the leader on {self.port} is not connected")
-        self._drop_input()  # a reply that came after an earlier read gave up would be taken for this one's
+        drop_input(self.bus.port_handler)  # a late reply to an earlier read would be taken for this one's
         started = time.time()
         try:
             action = self.leader.get_action()  # {"<joint>.pos": degrees | gripper 0..100}
@@ -150,22 +158,13 @@ class SO101LeaderArm:
         values = np.array([action[f"{name}.pos"] for name in so101.JOINT_NAMES], dtype=np.float64)
         return JointReading(so101.from_lerobot(values), (started + finished) / 2)
 
-    def _drop_input(self) -> None:
-        """Drop what waits in the port: the SDK's clearPort() is serial flush(), which drops nothing read."""
-        serial = getattr(self.bus.port_handler, "ser", None)
-        try:
-            if serial is not None and serial.in_waiting:
-                serial.read(serial.in_waiting)
-        except OSError:  # the adapter went away: the read that follows says so
-            pass
-
     def _silent_servos(self) -> list[str]:
         """'name (id n)' of the servos that do not answer a ping, after a failed read: what to plug in again."""
         handler, port = self.bus.packet_handler, self.bus.port_handler
         silent = []
         for name, motor in self.bus.motors.items():
             try:
-                self._drop_input()  # late replies to the failed read would be taken for the ping's
+                drop_input(self.bus.port_handler)  # late replies to the failed read would be taken for the ping's
                 answered = handler.ping(port, motor.id)[1] == 0
             except BUS_ERRORS:  # the adapter went away, or a garbled reply
                 answered = False
