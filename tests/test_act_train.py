@@ -502,3 +502,22 @@ def test_the_recipe_command_passes_its_counts_and_refuses_negative_ones(tmp_path
     assert seen[1].more_episodes == 0  # 240 more measured no gain: not recorded unless asked
     with pytest.raises(SystemExit, match="--more-episodes -1: a count of demonstrations must be >= 0"):
         cli.main(["recipe", "--out", str(tmp_path), "--more-episodes", "-1"])
+
+
+def test_the_training_device_is_checked_before_anything_loads(tiny_dataset, tmp_path, capsys):
+    """--device: a device this machine lacks or torch does not know is refused by the parser, naming it, before
+    any data loads; cpu trains as before. (A CUDA run is measured on a lent GPU, not in the tests.)"""
+    from act_node.vision.act_train import main, training_device
+
+    assert training_device("cpu") == torch.device("cpu")
+    common = ["--dataset", str(tmp_path / "no-such-dataset"), "--cache", "x", "--backbone", "x",
+              "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        main([*common, "--device", "tpu"])
+    assert "--device 'tpu': not a torch device" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            main([*common, "--device", "cuda"])
+        error = capsys.readouterr().err
+        assert "--device 'cuda': torch" in error and "sees no CUDA device" in error
+    assert not (tmp_path / "out").exists()  # refused before the run's folder was made

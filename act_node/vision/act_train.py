@@ -16,6 +16,9 @@ Samples are drawn as lerobot-train draws them: a frame uniformly, its action chu
 of its episode, padded past the episode's end with the last one and masked (`action_is_pad`). OUT/checkpoints/
 NNNNNN/pretrained_model every --save-every steps (what `act-sim curve` evaluates), OUT/checkpoints/state.pt
 (the optimizer, the step, the sampler's state) beside the newest; a stopped run started again continues there.
+`--device cuda` trains on a GPU (the batches are drawn and normalized on the CPU, as here, then moved); the
+checkpoints are saved from the CPU and say device "cpu", so they load the same anywhere. The device is not part
+of the run's settings: a run may resume on another one (dropout then draws from another generator).
 """
 
 from __future__ import annotations
@@ -202,6 +205,21 @@ def warm_start(policy, preprocessor, checkpoint: Path) -> list[str]:
     return sorted(set(ours) - set(weights))
 
 
+def training_device(name: str) -> torch.device:
+    """The torch device a run trains on; ValueError naming it when this machine has no such device."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise ValueError(f"--device {name!r}: not a torch device ({error})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name!r}: torch {torch.__version__} sees no CUDA device on this machine")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"--device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {name!r}: act_train runs on cpu or cuda")
+    return device
+
+
 def dataset_size(root: Path) -> dict[str, int]:
     """{"episodes", "frames"} of the LeRobot dataset at `root` as its meta/info.json says now."""
     info = json.loads((Path(root) / "meta" / "info.json").read_text())
@@ -211,12 +229,14 @@ def dataset_size(root: Path) -> dict[str, int]:
 class Run:
     """One ACT training run in OUT: build or resume, step, checkpoint."""
 
-    def __init__(self, dataset_root: Path, cache: Path, backbone: Path, out: Path, settings: Settings):
+    def __init__(self, dataset_root: Path, cache: Path, backbone: Path, out: Path, settings: Settings,
+                 device: str = "cpu"):
         from lerobot.policies.act.modeling_act import ACTPolicy
         from lerobot.policies.factory import make_pre_post_processors
 
         from act_node.vision.export import load_backbone
 
+        self.device = training_device(device)
         self.dataset_root, self.backbone_path = Path(dataset_root), Path(backbone)
         self.out, self.settings = Path(out), settings
         self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
@@ -237,6 +257,7 @@ class Run:
         self.warm_started: list[str] = []
         if settings.init_from:  # before _restore: a resumed run then loads its own newest weights over these
             self.warm_started = warm_start(self.policy, self.preprocessor, Path(settings.init_from))
+        self.policy.to(self.device)  # before the optimizer's groups are taken: module.to keeps the parameters
         groups = [group for group in self.policy.get_optim_params() if any(True for _ in group["params"])]
         groups = [{**group, "params": list(group["params"])} for group in groups]
         if settings.lr is not None:  # the checkpoints' config.json then says the rate they were trained at
@@ -282,7 +303,7 @@ class Run:
             pinned.write_text(json.dumps(wanted, indent=1) + "\n")
         if not state_path.is_file():
             return
-        state = torch.load(state_path, weights_only=False)
+        state = torch.load(state_path, weights_only=False, map_location="cpu")  # the optimizer moves its own
         from safetensors.torch import load_file
 
         weights = load_file(str(self.checkpoints / f"{state['step']:06d}" / "pretrained_model" / "model.safetensors"))
@@ -300,9 +321,11 @@ class Run:
         shutil.rmtree(scratch, ignore_errors=True)
         model = scratch / "pretrained_model"
         self._backbone_slot(cached=False)
+        self.policy.to("cpu")  # the same weights; the optimizer keeps its parameters (module.to moves their data)
         try:
             self.policy.save_pretrained(model)
         finally:
+            self.policy.to(self.device)
             self._backbone_slot(cached=True)
         self.preprocessor.save_pretrained(model)
         self.postprocessor.save_pretrained(model)
@@ -335,6 +358,9 @@ class Run:
         losses, started, last = [], time.monotonic(), None
         while self.step < settings.steps:
             batch = self.preprocessor(self.data.batch(self.rng, settings.batch_size))
+            if self.device.type != "cpu":
+                batch = {key: value.to(self.device, non_blocking=True) if torch.is_tensor(value) else value
+                         for key, value in batch.items()}
             loss, _ = self.policy.forward(batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -426,6 +452,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=None,
                         help="AdamW's learning rate (default: the recipe's, 1e-4); with --init-from, a lower one "
                         "continues a finished run at a smaller step (a cool-down)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the policy trains: cpu (default) or cuda[:N]; the checkpoints load anywhere")
     parser.add_argument("--average-last", type=int, default=0, metavar="K",
                         help="then write OUT/average/pretrained_model, the mean of the last K checkpoints' weights "
                         "(K >= 2; the recipe uses 3)")
@@ -438,9 +466,10 @@ def main(argv: list[str] | None = None) -> None:
                             use_cameras=not args.no_cameras,
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
                             episodes=args.episodes, lr=args.lr)
+        training_device(args.device)
     except ValueError as error:
         parser.error(str(error))
-    run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings)
+    run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings, args.device)
     run.train()
     if args.average_last:
         print(f"averaged: {average_last(Path(args.out), settings.steps, args.average_last)}")
