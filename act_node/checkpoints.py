@@ -58,6 +58,17 @@ def readable_checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, 
         return None
 
 
+def checkpoint_env_state_size(checkpoint: str | Path) -> int | None:
+    """How many numbers the checkpoint's observation.environment_state holds (None: it takes none), from its
+    config.json; ValueError if unreadable."""
+    config = Path(checkpoint) / "config.json"
+    try:
+        feature = read_json(config)["input_features"].get("observation.environment_state")
+        return None if feature is None else int(feature["shape"][0])
+    except (OSError, KeyError, ValueError, IndexError, TypeError, AttributeError) as error:
+        raise ValueError(f"cannot read observation.environment_state from {config}: {error!r}") from None
+
+
 def checkpoint_n_action_steps(checkpoint: str | Path) -> int:
     config = Path(checkpoint) / "config.json"
     try:

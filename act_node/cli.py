@@ -37,7 +37,7 @@ from act_node.config import (
     GraphConfig,
 )
 from act_node.episodes import EpisodeResult, run_episode
-from act_node.observation import requested_kind
+from act_node.observation import ENV_LAYOUTS, requested_kind
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
@@ -169,8 +169,12 @@ def cmd_record(args: argparse.Namespace) -> None:
         if config.renderer_mismatch():
             print(f"act-sim record: warning: {config.renderer_mismatch()}", file=sys.stderr)
         env = PickObjectEnv(**config.env_kwargs())
+        if args.environment_state not in (None, env.environment_layout):
+            env.close()
+            raise SystemExit(f"act-sim record: --environment-state {args.environment_state}, but --takeover-from "
+                             f"{args.takeover_from} takes {env.environment_layout}: the recording feeds it")
     else:
-        env = make_env(args)
+        env = make_env(args, environment_layout=args.environment_state or ENV_LAYOUTS[0])
     if args.takeover_from:
         from act_node.policy import CheckpointMismatch
         from act_node.takeover import LATEST_S, Takeover
@@ -184,7 +188,8 @@ def cmd_record(args: argparse.Namespace) -> None:
         if args.ray is not None:  # shards recorded as Ray tasks, merged in seed order (act_node.distributed)
             from act_node.distributed import record_ray
 
-            summary = record_ray({**env_settings(args), "renderer": env.renderer}, args.repo_id, Path(args.root),
+            summary = record_ray({**env_settings(args), "renderer": env.renderer,
+                                  "environment_layout": env.environment_layout}, args.repo_id, Path(args.root),
                                  args.episodes, first_seed=args.first_seed or 0, keep_failures=args.keep_failures,
                                  after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
                                  address=args.ray)
@@ -230,7 +235,8 @@ def cmd_bag2dataset(args: argparse.Namespace) -> None:
             raise SystemExit(f"act-sim bag2dataset: --episode takes START:END with END > START, got {args.episode}")
     cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
     settings = RecorderSettings(Path(args.out), args.repo_id, cameras, args.fps, not args.no_target,
-                                args.robot_type, args.keep_failures, args.resume, image_writer_threads=2)
+                                args.robot_type, args.keep_failures, args.resume, image_writer_threads=2,
+                                environment_layout=args.environment_state)
     try:
         summary = bag_to_dataset(args.bag, settings, args.namespace, ranges, args.task)
     except (FileNotFoundError, FileExistsError, ResumeRefused, ValueError) as error:
@@ -479,6 +485,10 @@ def main(argv: list[str] | None = None) -> None:
     record.add_argument("--repo-id", default="local/act_node_pick")
     record.add_argument("--root", default="outputs/datasets/act_node_pick")
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
+    record.add_argument("--environment-state", choices=ENV_LAYOUTS, default=None,
+                        help="observation.environment_state's layout: target (10 numbers: the target's place and the "
+                        "request; the default) or target_tool (13: and the tool relative to the target, from the "
+                        "joints); with --takeover-from, its checkpoint's")
     record.add_argument("--after-success-s", type=float, default=0.0,
                         help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
                              "hold); the episode is kept only if the object is still up and held at their end")
@@ -604,6 +614,9 @@ def main(argv: list[str] | None = None) -> None:
     bags.add_argument("--task", default="", help="the task text of --episode ranges ('pick up the cup')")
     bags.add_argument("--keep-failures", action="store_true", help="keep the sim's failed episodes too")
     bags.add_argument("--no-target", action="store_true", help="no observation.environment_state (an arm's bag)")
+    bags.add_argument("--environment-state", choices=ENV_LAYOUTS, default=ENV_LAYOUTS[0],
+                      help="observation.environment_state's layout: target (10) or target_tool (13: and the tool "
+                      "relative to the target, from the joints)")
     bags.add_argument("--robot-type", default="so101_sim", help="the dataset's robot_type")
     bags.set_defaults(run=cmd_bag2dataset)
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.checkpoints import checkpoint_n_action_steps, trained_renderer
+from act_node.checkpoints import checkpoint_env_state_size, checkpoint_n_action_steps, trained_renderer
 from act_node.chunks import MERGE_RULES
-from act_node.table_frame import CAMERA_NAMES, RENDER_CHOICES
+from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES, environment_layout
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -177,10 +177,23 @@ class GraphConfig:
     def _trained_renderer(self) -> str | None:
         return trained_renderer(self.checkpoint) if self.policy == "act" else None
 
+    def environment_layout(self) -> str:
+        """The environment_state layout the env builds (act_node.observation): the checkpoint's, by its size; the
+        first layout for the expert, or for a checkpoint whose config does not read or whose size is none of them
+        (loading it then names what is wrong)."""
+        if self.policy == "act":
+            try:
+                size = checkpoint_env_state_size(self.checkpoint)
+                return environment_layout(size) if size is not None else ENV_LAYOUTS[0]
+            except ValueError:
+                pass
+        return ENV_LAYOUTS[0]
+
     def env_kwargs(self) -> dict:
         """PickObjectEnv's keyword arguments."""
         return dict(objects=self.objects, cameras=self.cameras, image_size=self.image_size, fps=self.fps,
-                    max_steps=self.max_steps, target_source=self.target_source, renderer=self.sim_renderer())
+                    max_steps=self.max_steps, target_source=self.target_source, renderer=self.sim_renderer(),
+                    environment_layout=self.environment_layout())
 
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)

@@ -72,6 +72,23 @@ def _rotation_about(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * k @ k
 
 
+_TOOL_CHAIN: ArmChain | None = None
+
+
+def tool_point(joints_rad) -> np.ndarray:
+    """The tool centre point in the table frame (metres) for the six joint positions in radians: (3,). What
+    environment_state's target_tool layout is built from on the graph (the sim env reads the same point from
+    pybullet). ValueError when the joints are not six finite numbers."""
+    global _TOOL_CHAIN
+    joints = np.asarray(joints_rad, dtype=np.float64).reshape(-1)
+    if joints.shape != (len(so101.JOINT_NAMES),) or not np.all(np.isfinite(joints)):
+        raise ValueError(f"the tool's place needs the {len(so101.JOINT_NAMES)} joint positions (radians, finite), "
+                         f"got {joints_rad!r}")
+    if _TOOL_CHAIN is None:
+        _TOOL_CHAIN = ArmChain("tcp")
+    return _TOOL_CHAIN.positions(joints[None])[0]
+
+
 class ArmChain:
     """Forward kinematics along the description's joints, from `table` to a link: where that link goes for
     given joint positions. Used for the chunk's path in RViz; the numbers are the URDF's own."""

@@ -20,7 +20,14 @@ from collections.abc import Callable
 import numpy as np
 
 from act_node import so101
-from act_node.table_frame import KIND_NAMES, kind_index
+from act_node.table_frame import (  # noqa: F401 (the layouts' names are read from here too)
+    ENV_LAYOUTS,
+    KIND_NAMES,
+    TOOL_NAMES,
+    environment_layout,
+    environment_state_names,
+    kind_index,
+)
 
 BUFFER = 60  # messages kept per source: two seconds at 30 Hz
 
@@ -109,15 +116,19 @@ def requested_kind(task: str) -> str:
     return task.removeprefix(TASK_PREFIX) if task.startswith(TASK_PREFIX) else ""
 
 
-def environment_state_names() -> list[str]:
-    """The names of environment_state's entries: the target's x, y (metres, table frame), then the request
-    as a one-hot over the object kinds (ACT takes no language: the request enters here)."""
-    return ["target_x", "target_y", *(f"request_{kind}" for kind in KIND_NAMES)]
+# environment_state's layouts, "target" (10) and "target_tool" (13), are named in act_node.table_frame (ENV_LAYOUTS).
+# target_tool's last three numbers come from the tool centre point in the table frame, which the caller gives:
+# the env reads it from the simulator, the recorder and the policy node from the joints by the URDF's forward
+# kinematics (act_node.description.tool_point); the two agree to 1e-6 m (tests/test_description.py).
 
 
-def environment_state(target_xy, request: str):
-    """environment_state for a target at `target_xy` (table frame, metres) of the requested kind:
-    float32 (2 + number of kinds,). ValueError on an unknown kind or a target that is not two finite numbers."""
+def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target"):
+    """environment_state for a target at `target_xy` (table frame, metres) of the requested kind, in `layout`
+    ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres): float32
+    (len(environment_state_names(layout)),). ValueError on an unknown kind or layout, a target that is not two
+    finite numbers, or a tool point missing or not three finite numbers."""
+    if layout not in ENV_LAYOUTS:
+        environment_state_names(layout)  # raises, naming the layouts
     xy = np.asarray(target_xy, dtype=np.float32).reshape(-1)
     if xy.shape != (2,) or not np.all(np.isfinite(xy)):
         raise ValueError(f"the target must be two finite numbers (x, y), got {target_xy!r}")
@@ -126,18 +137,26 @@ def environment_state(target_xy, request: str):
     state = np.zeros(2 + len(KIND_NAMES), dtype=np.float32)
     state[:2] = xy
     state[2 + kind_index(request)] = 1.0
-    return state
+    if layout == "target":
+        return state
+    tcp = None if tool_xyz is None else np.asarray(tool_xyz, dtype=np.float64).reshape(-1)
+    if tcp is None or tcp.shape != (3,) or not np.all(np.isfinite(tcp)):
+        raise ValueError(f"environment_state {layout!r} needs the tool centre point (x, y, z in metres, finite), "
+                         f"got {tool_xyz!r}")
+    return np.r_[state, tcp[0] - xy[0], tcp[1] - xy[1], tcp[2]].astype(np.float32)
 
 
-def build_observation(joints_rad, images: dict[str, np.ndarray], target_xy=None, request: str | None = None) -> dict:
+def build_observation(joints_rad, images: dict[str, np.ndarray], target_xy=None, request: str | None = None,
+                      layout: str = "target", tool_xyz=None) -> dict:
     """The observation as the env gives it and LeRobot's `preprocess_observation` reads it:
     agent_pos (6,) float32 in LeRobot's SO-101 units (degrees, gripper 0-100) from the joints in radians,
-    pixels {camera: (H, W, 3) uint8}, and, when a target is given, environment_state (10,) for it and the
-    requested kind (ValueError for an unknown kind or a target that is not two finite numbers)."""
+    pixels {camera: (H, W, 3) uint8}, and, when a target is given, environment_state in `layout` for it, the
+    requested kind (and, in layout target_tool, the tool centre point `tool_xyz` relative to it) (ValueError for
+    an unknown kind or layout, a target that is not two finite numbers, a missing tool point)."""
     observation = {"agent_pos": so101.to_lerobot(np.asarray(joints_rad, dtype=np.float64)).astype(np.float32),
                    "pixels": dict(images)}
     if target_xy is not None:
-        observation["environment_state"] = environment_state(target_xy, request)
+        observation["environment_state"] = environment_state(target_xy, request, tool_xyz, layout)
     return observation
 
 

@@ -23,7 +23,7 @@ from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
 from act_node.checkpoints import read_json
-from act_node.observation import environment_state_names
+from act_node.observation import ENV_LAYOUTS, environment_layout, environment_state_names
 
 __all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
            "check_features", "to_batch"]
@@ -37,11 +37,13 @@ class CheckpointMismatch(ValueError):
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """What a policy is fed: camera images (H, W) by name, the state size, the env-state size (or None)."""
+    """What a policy is fed: camera images (H, W) by name, the state size, the env-state size (or None: not
+    fed), where a tuple is the sizes the feeder can build: by default each layout of act_node.observation, since
+    the env, the recorder and the policy node build the one the checkpoint takes."""
 
     cameras: dict[str, tuple[int, int]]
     state_dim: int = len(so101.JOINT_NAMES)
-    env_state_dim: int | None = len(environment_state_names())  # target x, y and the request one-hot
+    env_state_dim: int | tuple[int, ...] | None = tuple(len(environment_state_names(layout)) for layout in ENV_LAYOUTS)
     action_dim: int = len(so101.JOINT_NAMES)
 
 
@@ -67,9 +69,13 @@ def check_features(config: Any, spec: FeatureSpec) -> list[str]:
         elif key == OBS_ENV_STATE:
             if spec.env_state_dim is None:
                 problems.append(f"the checkpoint wants {OBS_ENV_STATE} {tuple(feature.shape)}, which is not fed")
-            elif tuple(feature.shape) != (spec.env_state_dim,):
-                problems.append(f"{OBS_ENV_STATE}: the checkpoint wants shape {tuple(feature.shape)}, "
-                                f"fed ({spec.env_state_dim},)")
+            else:
+                sizes = spec.env_state_dim if isinstance(spec.env_state_dim, tuple) else (spec.env_state_dim,)
+                if len(feature.shape) != 1 or feature.shape[0] not in sizes:
+                    fed = " or ".join(f"({size},)" for size in sizes)
+                    layouts = ", ".join(f"{len(environment_state_names(layout))} {layout}" for layout in ENV_LAYOUTS)
+                    problems.append(f"{OBS_ENV_STATE}: the checkpoint wants shape {tuple(feature.shape)}, fed {fed} "
+                                    f"(act_node's layouts: {layouts})")
         else:
             problems.append(f"the checkpoint wants input {key!r}, which this system does not provide")
     for key in expected_images:
@@ -189,6 +195,13 @@ class ChunkPolicy:
     @property
     def chunk_size(self) -> int:
         return int(self.config.chunk_size)
+
+    @property
+    def environment_layout(self) -> str | None:
+        """The environment_state layout the checkpoint takes (act_node.observation.ENV_LAYOUTS), from its size;
+        None when it takes no environment_state. ValueError when the size is none of the layouts."""
+        feature = dict(self.config.input_features).get(OBS_ENV_STATE)
+        return None if feature is None else environment_layout(int(feature.shape[0]))
 
     @property
     def camera_names(self) -> list[str]:

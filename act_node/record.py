@@ -2,7 +2,9 @@
 
 Features (LeRobot's SO-101 names and units):
   observation.state              (6,) float32  joint positions, degrees and gripper 0-100 (`<joint>.pos`)
-  observation.environment_state  (10,) float32 the target x, y in metres, table frame, and the request one-hot
+  observation.environment_state  (10,) float32 the target x, y in metres, table frame, and the request one-hot;
+                                 (13,) in layout target_tool: and the tool relative to the target
+                                 (act_node.observation.ENV_LAYOUTS; the names say which)
   observation.images.<camera>    (H, W, 3)     video
   action                         (6,) float32  joint position targets, same units as the state
 and the task text ("pick up the cup") per frame. Only successful episodes are kept by default: a failed
@@ -76,6 +78,7 @@ class DatasetSpec:
     object_count: int | None = None
     robot_type: str = ROBOT_TYPE
     environment_state: bool = True  # the target and the request: observation.environment_state
+    environment_layout: str = "target"  # which of act_node.observation.ENV_LAYOUTS
 
     @classmethod
     def of_cameras(cls, sizes: dict[str, tuple[int, int]], fps: int, **fields) -> DatasetSpec:
@@ -87,8 +90,8 @@ def dataset_features(env: PickObjectEnv | DatasetSpec) -> dict:
     action, a video per camera."""
     features = {OBS_STATE: {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES}}
     if getattr(env, "environment_state", True):
-        features[OBS_ENV_STATE] = {"dtype": "float32", "shape": (len(environment_state_names()),),
-                                   "names": environment_state_names()}
+        names = environment_state_names(getattr(env, "environment_layout", "target"))
+        features[OBS_ENV_STATE] = {"dtype": "float32", "shape": (len(names),), "names": names}
     features[ACTION] = {"dtype": "float32", "shape": (6,), "names": JOINT_FEATURE_NAMES}
     for camera in env.cameras:
         features[f"{OBS_IMAGES}.{camera.name}"] = {
@@ -383,6 +386,11 @@ def _settings_mismatch(dataset, env: PickObjectEnv | DatasetSpec) -> list[str]:
 
     recorded, wanted = cameras(dataset.meta.features), cameras(dataset_features(env))
     mismatch = []
+    state_names = [features.get(OBS_ENV_STATE, {}).get("names") for features in (dataset.meta.features,
+                                                                                  dataset_features(env))]
+    if state_names[0] != state_names[1]:
+        said = [f"{len(names)} ({', '.join(names)})" if names else "none" for names in state_names]
+        mismatch.append(f"{OBS_ENV_STATE}: recorded {said[0]}, this run {said[1]}")
     if recorded != wanted:
         mismatch.append(f"cameras (height x width): recorded {described(recorded)}, this run {described(wanted)}")
     if dataset.meta.fps != env.fps:

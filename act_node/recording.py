@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
+from act_node.description import tool_point
 from act_node.observation import build_observation, dataset_frame, requested_kind
 
 
@@ -164,7 +165,10 @@ class DemonstrationWriter:
             if target_xy is None:
                 raise ValueError("this dataset records the target (observation.environment_state), and no target "
                                  "point has come for the episode")
-            observation = build_observation(frame.joints_rad, frame.images, target_xy, requested_kind(self.task))
+            layout = getattr(self.spec, "environment_layout", "target")
+            tool = tool_point(frame.joints_rad) if layout == "target_tool" else None
+            observation = build_observation(frame.joints_rad, frame.images, target_xy, requested_kind(self.task),
+                                            layout, tool)
         else:
             observation = build_observation(frame.joints_rad, frame.images)
         self.dataset.add_frame(dataset_frame(observation, so101.to_lerobot(frame.command_rad), self.task))
@@ -233,6 +237,7 @@ class RecorderSettings:
     end_wait_s: float = 5.0
     max_incomplete: float = 0.05
     image_writer_threads: int = 4
+    environment_layout: str = "target"  # with use_target: which of act_node.observation.ENV_LAYOUTS is recorded
 
 
 class Recorder:
@@ -428,7 +433,8 @@ class Recorder:
         settings = self.settings
         sizes = {camera: tuple(image.shape[:2]) for camera, image in frame.images.items()}
         spec = DatasetSpec.of_cameras(sizes, int(round(settings.fps)), renderer=episode.renderer,
-                                      robot_type=settings.robot_type, environment_state=settings.use_target)
+                                      robot_type=settings.robot_type, environment_state=settings.use_target,
+                                      environment_layout=settings.environment_layout)
         return DemonstrationWriter(spec, settings.repo_id, settings.root, resume=settings.resume,
                                    max_incomplete=settings.max_incomplete,
                                    image_writer_threads=settings.image_writer_threads)

@@ -63,6 +63,31 @@ def tiny_state_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
     return train(root, "local/act_node_pick_state", out, steps=3, device="cpu", extra=TINY_ACT)
 
 
+@pytest.fixture(scope="session")
+def tiny_tool_dataset(tmp_path_factory) -> Path:
+    """Two expert episodes recorded with environment_state in layout target_tool (13 numbers)."""
+    from act_node.record import record
+    from act_node.tabletop.env import PickObjectEnv
+
+    root = tmp_path_factory.mktemp("data_tool") / "act_node_pick_tool"
+    env = PickObjectEnv(objects=2, cameras=("wrist",), image_size=(24, 32), target_source="truth", max_steps=150,
+                        environment_layout="target_tool")
+    record(env, "local/act_node_pick_tool", root, episodes=2)
+    env.close()
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_tool_checkpoint(tiny_tool_dataset, tmp_path_factory) -> Path:
+    """An image-less ACT on the target_tool dataset (act_train, the recipe's loop: 2 steps)."""
+    from act_node.vision.act_train import Run, Settings
+
+    out = tmp_path_factory.mktemp("train_tool") / "run"
+    run = Run(tiny_tool_dataset, out / "no-cache", out / "no-backbone", out,
+              Settings(steps=2, batch_size=2, save_every=2, use_cameras=False))
+    return run.train(progress=False) / "pretrained_model"
+
+
 def wait_for(condition, seconds: float = 10.0) -> bool:
     end = time.time() + seconds
     while time.time() < end:

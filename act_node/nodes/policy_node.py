@@ -43,6 +43,7 @@ from trajectory_msgs.msg import JointTrajectory
 from act_node import so101
 from act_node.checkpoints import readable_checkpoint_cameras, trained_renderer
 from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.description import tool_point
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
@@ -150,6 +151,7 @@ class PolicyNode(Node):
         self.policy = loaded.result()  # a refused checkpoint raises here, as the node is built
         self.replan_every = int(values["replan_every"]) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and values["use_target"]
+        self.environment_layout = self.policy.environment_layout or "target"  # checked against the layouts at load
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.cameras}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
@@ -196,7 +198,8 @@ class PolicyNode(Node):
             self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]), on_clock=True)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
-                               f"infer {self.infer_mode}, target {'yes' if self.wants_target else 'no'}")
+                               f"infer {self.infer_mode}, target "
+                               f"{self.environment_layout if self.wants_target else 'no'}")
 
     def _load(self, checkpoint: str, device: str) -> ChunkPolicy:
         if not checkpoint:
@@ -416,8 +419,11 @@ class PolicyNode(Node):
             return False
         stamp, parts, task, target, run = due
         try:  # with the target where the selector found it, and the request (the task's kind), one-hot
-            observation = build_observation(parts["joints"], {c: parts[c] for c in self.cameras},
-                                            *((target[1], requested_kind(task)) if self.wants_target else ()))
+            about = ()
+            if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
+                tool = tool_point(parts["joints"]) if self.environment_layout == "target_tool" else None
+                about = (target[1], requested_kind(task), self.environment_layout, tool)
+            observation = build_observation(parts["joints"], {c: parts[c] for c in self.cameras}, *about)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)

@@ -5,7 +5,9 @@ Observation:
   pixels             {camera: (H, W, 3) uint8}
   agent_pos          (6,) float32 joint positions, degrees and gripper 0-100 (LeRobot SO-101 units)
   environment_state  (10,) float32 the target (x, y) in metres, table frame, from the Selector (or the truth),
-                     then the requested kind one-hot over the eight kinds (act_node.observation)
+                     then the requested kind one-hot over the eight kinds (act_node.observation); with
+                     environment_layout "target_tool" (13,): then the tool centre point minus the target in x, y
+                     and the tool's height, by the URDF's forward kinematics from the joints
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
 """
@@ -21,7 +23,7 @@ from gymnasium import spaces
 from act_node import so101
 from act_node.attention.selector import Selector
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TARGET_SOURCES
-from act_node.observation import build_observation, environment_state_names
+from act_node.observation import TOOL_NAMES, build_observation, environment_state_names
 from act_node.table_frame import TABLE_SIZE_M
 from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.scene import Scene
@@ -38,11 +40,13 @@ class PickObjectEnv(gym.Env):
     def __init__(self, objects: int = 4, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
                  image_size: tuple[int, int] = SIM_IMAGE_SIZE, fps: int = FPS, max_steps: int = EPISODE_STEPS,
                  target_source: str = "selector", request: str | None = None, render_mode: str = "rgb_array",
-                 selector: Selector | None = None, renderer: str = "tiny"):
+                 selector: Selector | None = None, renderer: str = "tiny", environment_layout: str = "target"):
         if target_source not in TARGET_SOURCES:
             raise ValueError(f"target_source must be one of {TARGET_SOURCES}, got {target_source!r}")
         if render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be 'rgb_array', got {render_mode!r}")
+        names = environment_state_names(environment_layout)  # ValueError naming the layouts for an unknown one
+        self.environment_layout = environment_layout
         self.object_count = objects
         self.table = TableTop(camera_specs(tuple(cameras), *image_size), fps, renderer)
         self.cameras = list(self.table.rig.specs.values())
@@ -57,8 +61,10 @@ class PickObjectEnv(gym.Env):
             # measured joints can pass a limit by a hair (soft joint limits): the box allows a margin
             "agent_pos": spaces.Box((so101.LOWER_LEROBOT - OBSERVED_MARGIN).astype(np.float32),
                                     (so101.UPPER_LEROBOT + OBSERVED_MARGIN).astype(np.float32), dtype=np.float32),
-            "environment_state": spaces.Box(0.0, max(TABLE_SIZE_M, 1.0), (len(environment_state_names()),),
-                                            np.float32),
+            # the target's place and the request in [0, 1]; the tool relative to it within a table's length
+            "environment_state": spaces.Box(
+                np.array([-max(TABLE_SIZE_M, 1.0) if name in TOOL_NAMES else 0.0 for name in names], np.float32),
+                np.full(len(names), max(TABLE_SIZE_M, 1.0), np.float32), dtype=np.float32),
         })
         self.action_space = spaces.Box(so101.LOWER_LEROBOT.astype(np.float32), so101.UPPER_LEROBOT.astype(np.float32),
                                        dtype=np.float32)
@@ -142,8 +148,9 @@ class PickObjectEnv(gym.Env):
 
     def _observation(self) -> dict:
         self._last_pixels = self.table.rig.render()
+        tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout == "target_tool" else None
         return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
-                                 self.scene.request)
+                                 self.scene.request, self.environment_layout, tool)
 
     def _info(self, success: bool, clamped: int) -> dict:
         return {"is_success": bool(success), "task": self.task, "clamped_joints": clamped,

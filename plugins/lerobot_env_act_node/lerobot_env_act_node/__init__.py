@@ -31,6 +31,9 @@ class ActNodePickEnv(EnvConfig):
     # loads). LeRobot makes the env without the policy, so auto cannot follow a camera checkpoint's dataset here
     # as act-sim eval does: give --env.renderer with what its meta/act_node_renderer.json says (missing: tiny)
     renderer: str = "auto"
+    # observation.environment_state's layout (act_node.observation): target (10) or target_tool (13, the tool
+    # relative to the target as well); like the renderer, give the one the checkpoint was trained on
+    environment_layout: str = "target"
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
 
@@ -39,10 +42,11 @@ class ActNodePickEnv(EnvConfig):
                                  image_width=self.observation_width, max_steps=self.episode_length,
                                  target_source=self.target_source, fps=self.fps,
                                  renderer=self.renderer)  # checks every field
+        names = environment_state_names(self.environment_layout)  # ValueError naming the layouts
         self.features = {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(len(so101.JOINT_NAMES),)),
             "agent_pos": PolicyFeature(type=FeatureType.STATE, shape=(len(so101.JOINT_NAMES),)),
-            "environment_state": PolicyFeature(type=FeatureType.ENV, shape=(len(environment_state_names()),)),
+            "environment_state": PolicyFeature(type=FeatureType.ENV, shape=(len(names),)),
         }
         self.features_map = {ACTION: ACTION, "agent_pos": OBS_STATE, "environment_state": OBS_ENV_STATE}
         for camera in self.camera_names:
@@ -65,4 +69,4 @@ class ActNodePickEnv(EnvConfig):
 
     @property
     def gym_kwargs(self) -> dict:
-        return self.graph.env_kwargs()
+        return {**self.graph.env_kwargs(), "environment_layout": self.environment_layout}
