@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test setup lint results models attention
 
-# the shipped ACT (models/act_pick) in the ROS graph, one episode; DEMO_SEED picks the scene
+# the shipped ACT (models/act_target_tool) in the ROS graph, one episode; DEMO_SEED picks the scene
 DEMO_SEED ?= 2000
 demo: setup
 	$(VENV)/bin/act-sim launch episodes:=1 first_seed:=$(DEMO_SEED) image_height:=240 image_width:=320 video_dir:=outputs/graph

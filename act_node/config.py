@@ -41,7 +41,7 @@ DEFAULT_CAMERAS = ("front", "wrist")
 SIM_IMAGE_SIZE = (240, 320)
 TRAIN_IMAGE_SIZE = (96, 128)
 POLICIES = ("act", "expert")
-SHIPPED_MODEL = "act_pick"  # models/act_pick: the trained ACT, policy:=act's default checkpoint
+SHIPPED_MODEL = "act_target_tool"  # models/act_target_tool: the trained ACT, policy:=act's default checkpoint
 CLOCKS = ("lockstep", "realtime")
 TARGET_SOURCES = ("selector", "truth")
 

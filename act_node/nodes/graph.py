@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from act_node.config import GraphConfig
+from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
@@ -198,7 +198,8 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
         arm.parameters["command_source"] = "leader"
     elif config.policy == "act" and not chosen_checkpoint:
         raise ValueError("robot:=so101 with policy:=act needs checkpoint:=<a policy trained on your arm>: the shipped "
-                         "models/act_pick was trained in the simulation (pass it as checkpoint:= to try it anyway)")
+                         f"models/{SHIPPED_MODEL} was trained in the simulation (pass it as checkpoint:= to try it "
+                         "anyway)")
     camera_nodes = [NodeSpec("act_camera_node", "act_node.nodes.camera_node", f"act_camera_{name}", {
         "name": name, "device": device, "fps": float(config.fps), "checkpoint": config.checkpoint,
         "resize": flags["resize"]}) for name, device in zip(config.cameras, devices)]
