@@ -58,8 +58,9 @@ def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
 
 
 def env_settings(args: argparse.Namespace) -> dict:
-    """PickObjectEnv's keyword arguments from the command line."""
-    return graph_config(args).env_kwargs()
+    """PickObjectEnv's keyword arguments from the command line, for the expert's commands (video, expert, record):
+    the expert drives, so no checkpoint chooses the layout; record gives its own (--environment-state)."""
+    return graph_config(args, policy="expert").env_kwargs()
 
 
 def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
@@ -233,6 +234,9 @@ def cmd_bag2dataset(args: argparse.Namespace) -> None:
             raise SystemExit(f"act-sim bag2dataset: --episode takes START:END seconds, got {args.episode}") from None
         if any(len(r) != 2 or r[1] <= r[0] for r in ranges):
             raise SystemExit(f"act-sim bag2dataset: --episode takes START:END with END > START, got {args.episode}")
+    if args.no_target and args.environment_state != ENV_LAYOUTS[0]:
+        raise SystemExit(f"act-sim bag2dataset: --environment-state {args.environment_state} is a layout of the "
+                         "target's environment_state, and --no-target records none")
     cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
     settings = RecorderSettings(Path(args.out), args.repo_id, cameras, args.fps, not args.no_target,
                                 args.robot_type, args.keep_failures, args.resume, image_writer_threads=2,

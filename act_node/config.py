@@ -14,8 +14,8 @@ Defaults, and why:
 - chunk 100, re-plan every 30 ticks: ACT's chunk; once a second at 30 fps (the grasp takes about 4 s).
 - episodes of 300 ticks (10 s): the expert needs about 5 s.
 - velocity bound: the STS3215's no-load speed (act_node.so101).
-- images: 240x320 for the sim's own views and videos, 96x128 for training and the graph's default policy
-  (the shipped checkpoint's size: models/act_pick/README.md).
+- images: 240x320 for the sim's own views and videos, 96x128 for training a camera policy (the camera recipe's
+  size; the shipped checkpoint, models/act_target_tool, takes no image).
 - renderer auto: the faster for the image size (bench/bench_render.py): TinyRenderer at the 96x128 default (EGL
   costs about 10 ms a frame at any size on these CPUs), pybullet's EGL plugin from 32,000 pixels a frame where it
   loads (2.1x as fast at 240x320, 4.4x at 480x640); a checkpoint that takes images gets the renderer its dataset
@@ -52,8 +52,8 @@ def _argument(default, description: str, **limits):
 
 @dataclass(frozen=True)
 class GraphConfig:
-    policy: str = _argument("act", "act (a checkpoint: the shipped models/act_pick unless checkpoint:= says) or "
-                                   "expert (the scripted expert)", choices=POLICIES)
+    policy: str = _argument("act", f"act (a checkpoint: the shipped models/{SHIPPED_MODEL} unless checkpoint:= "
+                                   "says) or expert (the scripted expert)", choices=POLICIES)
     checkpoint: str = _argument("", f"LeRobot pretrained_model folder (policy:=act; empty: the shipped "
                                     f"models/{SHIPPED_MODEL})")
     clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
@@ -200,7 +200,7 @@ class GraphConfig:
 
 
 def shipped_checkpoint() -> str:
-    """The ACT checkpoint this package ships: models/act_pick is a LeRobot pretrained_model folder (config,
+    """The ACT checkpoint this package ships: models/<SHIPPED_MODEL> is a LeRobot pretrained_model folder (config,
     weights, both processors) with its model card, README.md. policy:=act's default."""
     from act_node.paths import models_dir
 

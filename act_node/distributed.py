@@ -196,7 +196,8 @@ def _spec(settings: dict):
     from act_node.record import DatasetSpec
 
     return DatasetSpec.of_cameras({name: settings["image_size"] for name in settings["cameras"]}, settings["fps"],
-                                  renderer=settings["renderer"], object_count=settings["objects"])
+                                  renderer=settings["renderer"], object_count=settings["objects"],
+                                  environment_layout=settings.get("environment_layout", "target"))
 
 
 def merge_shards(shards: list[Path], root: Path, repo_id: str, seeds, settings: dict) -> None:

@@ -21,8 +21,8 @@ RENDERERS = ("tiny", "egl")
 RENDER_CHOICES = ("auto", *RENDERERS)
 
 
-# Two layouts of environment_state, each a prefix of the next, so a checkpoint trained on the shorter one is fed
-# the first entries of the longer:
+# Two layouts of environment_state, each a prefix of the next (the names line up); every path builds the layout
+# the checkpoint or the dataset says (its size names it):
 #   "target"       (10) the target's x, y (metres, table frame), then the request one-hot over the object kinds
 #                       (ACT takes no language: the request enters here)
 #   "target_tool"  (13) and where the tool is relative to that target: the tool centre point minus the target in

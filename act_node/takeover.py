@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from act_node.table_frame import environment_state_names
 from act_node.tabletop.perturb import CLOSING_DROP
 from act_node.tabletop.planner import CLOSE_S, DESCEND_S, LIFT_S, SETTLE_S, SWING_S
 
@@ -135,7 +136,8 @@ class Takeover:
                              f"{env.max_steps} ticks, so at most {env.max_steps - plan_ticks}")
         takes_images = readable_checkpoint_cameras(checkpoint) != {}
         cameras = {camera.name: (camera.height, camera.width) for camera in env.cameras} if takes_images else {}
-        policy = ChunkPolicy.load(checkpoint, device="cpu", expect=FeatureSpec(cameras=cameras))
+        layout = len(environment_state_names(env.environment_layout))
+        policy = ChunkPolicy.load(checkpoint, device="cpu", expect=FeatureSpec(cameras=cameras, env_state_dim=layout))
         return cls(policy, str(checkpoint), latest_tick)
 
     def agent(self, env: PickObjectEnv, expert: ScriptedExpert) -> TakeoverAgent:

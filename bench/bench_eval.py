@@ -29,13 +29,17 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from act_node.config import GraphConfig  # noqa: E402
+
 
 def lerobot_eval(checkpoint: str, episodes: int, first_seed: int, out: Path, objects: int,
                  size: tuple[int, int]) -> tuple[float, list[dict]]:
     command = [sys.executable, "-m", "lerobot.scripts.lerobot_eval", "--env.type=act_node_pick",
                f"--policy.path={checkpoint}", f"--env.objects={objects}", f"--env.observation_height={size[0]}",
                f"--env.observation_width={size[1]}", f"--eval.n_episodes={episodes}", "--eval.batch_size=1",
-               "--policy.device=cpu", f"--seed={first_seed}", f"--output_dir={out}"]
+               "--policy.device=cpu", f"--seed={first_seed}", f"--output_dir={out}",
+               # the plugin's env cannot see the policy: give it the layout the checkpoint was trained on
+               f"--env.environment_layout={GraphConfig(policy='act', checkpoint=checkpoint).environment_layout()}"]
     started = time.perf_counter()
     # one torch thread, as act-sim eval runs its policy: the same arithmetic, so the rollouts can agree bit for bit
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})

@@ -280,7 +280,7 @@ def main() -> None:
     parser.add_argument("--memory-at", type=int, default=50)
     parser.add_argument("--objects", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2, help="in-process evaluation's processes")
-    parser.add_argument("--checkpoint", default="", help="default: the shipped models/act_pick")
+    parser.add_argument("--checkpoint", default="", help="default: the shipped checkpoint (SHIPPED_MODEL)")
     parser.add_argument("--realtime", action="store_true", help="the realtime run with a CPU hog instead")
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--hogs", type=int, default=2)

@@ -138,3 +138,42 @@ def test_the_graphs_tool_point_is_the_sims_and_the_offline_transforms():
             assert state == pytest.approx(sim, abs=1e-5)
     finally:
         world.close()
+
+
+def test_a_takeover_refuses_a_checkpoint_of_another_layout_than_its_env(tiny_tool_checkpoint):
+    from act_node.policy import CheckpointMismatch
+    from act_node.tabletop.env import PickObjectEnv
+    from act_node.takeover import Takeover
+
+    env = PickObjectEnv(objects=2, cameras=("wrist",), image_size=(24, 32), target_source="truth", max_steps=300)
+    try:
+        with pytest.raises(CheckpointMismatch, match="wants shape \\(13,\\), fed \\(10,\\)"):
+            Takeover.load(tiny_tool_checkpoint, env, 5.0)
+    finally:
+        env.close()
+
+
+def test_the_graphs_recorder_and_a_ray_recording_keep_the_layout_asked_for(tmp_path):
+    """record:=DIR environment_layout:=target_tool reaches the recorder node; an unknown layout is refused naming
+    the layouts; the dataset a Ray recording makes when no shard kept an episode has the layout's features."""
+    from act_node.distributed import _spec
+    from act_node.nodes.graph import describe
+    from act_node.record import dataset_features
+
+    nodes = describe(policy="expert", record=str(tmp_path / "data"), environment_layout="target_tool")
+    (recorder,) = [node for node in nodes if node.name == "act_recorder"]
+    assert recorder.parameters["environment_layout"] == "target_tool"
+    with pytest.raises(ValueError, match="environment_layout must be one of target, target_tool, got 'tool'"):
+        describe(policy="expert", record=str(tmp_path / "data"), environment_layout="tool")
+    settings = {"image_size": (24, 32), "cameras": ("wrist",), "fps": 30, "renderer": "tiny", "objects": 2,
+                "environment_layout": "target_tool"}
+    features = dataset_features(_spec(settings))
+    assert features["observation.environment_state"]["names"] == environment_state_names("target_tool")
+
+
+def test_bag2dataset_refuses_a_layout_without_a_target(tmp_path):
+    from act_node import cli
+
+    with pytest.raises(SystemExit, match="--environment-state target_tool is a layout of the target's"):
+        cli.main(["bag2dataset", str(tmp_path / "bag"), "--out", str(tmp_path / "out"), "--no-target",
+                  "--environment-state", "target_tool"])

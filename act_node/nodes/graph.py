@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
+from act_node.table_frame import ENV_LAYOUTS
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -44,6 +45,8 @@ RECORD_ARGUMENTS = {
     "repo_id": ("local/act_node_demonstrations", "record: the dataset's repo id"),
     "resume": ("false", "record: append to the dataset at record:= instead of starting one"),
     "keep_failures": ("false", "record, sim: keep the episodes that failed too"),
+    "environment_layout": ("target", "record, sim: observation.environment_state's layout, target (10 numbers) or "
+                                     "target_tool (13: and the tool relative to the target)"),
     "await_nodes": ("", "sim: node names, comma-separated, that must subscribe the joint command, joint states and "
                         "cameras before the first episode starts, besides the recorder (a `ros2 bag record` of them "
                         "is rosbag2_recorder)"),
@@ -94,6 +97,9 @@ def describe(**overrides: str) -> list[NodeSpec]:
         if overrides.get("clock", "realtime") != "realtime":
             raise ValueError("teleop:=leader needs clock:=realtime (a person moves the leader in real time)")
         overrides["clock"] = "realtime"
+    if recording["environment_layout"] not in ENV_LAYOUTS:
+        raise ValueError(f"environment_layout must be one of {', '.join(ENV_LAYOUTS)}, got "
+                         f"{recording['environment_layout']!r}")
     if recording["record"] and robot["robot"] == "sim" and overrides.get("camera_every", "0") == "0":
         overrides["camera_every"] = "1"  # the recorder takes every tick's images
     config = GraphConfig.from_arguments(overrides)
@@ -133,6 +139,7 @@ def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict
             "cameras": list(config.cameras), "fps": float(config.fps), "task": robot["task"],
             # on the arm the dataset is LeRobot's plain SO-101 one: state, images, action, task text
             "use_target": sim, "robot_type": "so101_sim" if sim else "so101_follower",
+            "environment_layout": recording["environment_layout"],
             **({"use_sim_time": True} if sim else {})}))
     return nodes
 

@@ -18,7 +18,8 @@ NNNNNN/pretrained_model every --save-every steps (what `act-sim curve` evaluates
 (the optimizer, the step, the sampler's state) beside the newest; a stopped run started again continues there.
 `--device cuda` trains on a GPU (the batches are drawn and normalized on the CPU, as here, then moved); the
 checkpoints are saved from the CPU and say device "cpu", so they load the same anywhere. The device is not part
-of the run's settings: a run may resume on another one (dropout then draws from another generator).
+of the run's settings: a run may resume on another one (dropout then draws from another generator; on the same GPU
+its generator's state is kept in state.pt).
 """
 
 from __future__ import annotations
@@ -311,6 +312,8 @@ class Run:
         self.optimizer.load_state_dict(state["optimizer"])
         self.rng.bit_generator.state = state["rng"]
         torch.set_rng_state(state["torch_rng"])
+        if self.device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.step = state["step"]
         self.history = state["history"]
         print(f"resuming {self.out} at step {self.step}", flush=True)
@@ -340,7 +343,9 @@ class Run:
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(scratch, folder)
         state = {"step": self.step, "optimizer": self.optimizer.state_dict(), "rng": self.rng.bit_generator.state,
-                 "torch_rng": torch.get_rng_state(), "history": self.history}
+                 "torch_rng": torch.get_rng_state(), "history": self.history,
+                 # dropout on a GPU draws from its own generator: kept so a resumed CUDA run goes on where it was
+                 "cuda_rng": torch.cuda.get_rng_state_all() if self.device.type == "cuda" else None}
         partial = self.checkpoints / "state.pt.partial"
         torch.save(state, partial)
         os.replace(partial, self.checkpoints / "state.pt")

@@ -155,10 +155,11 @@ def evaluate(argv: list[str]) -> None:
     from act_node import cli
     from act_node import evaluate as evaluation
     from act_node.policy import ChunkPolicy, FeatureSpec
+    from act_node.tabletop.env import PickObjectEnv
 
     yaw = "--yaw" in argv
     argv = [arg for arg in argv if arg != "--yaw"]
-    made, policies = evaluation.make_env, []
+    policies = []
 
     def load_policy(config):
         policies.append(OffsetPolicy(ChunkPolicy.load(config.checkpoint, device=config.device,
@@ -166,7 +167,9 @@ def evaluate(argv: list[str]) -> None:
         return policies[-1]
 
     def make_env(config):
-        env = made(config)
+        # the 10-number env: this wrapper adds the numbers itself (act-sim eval alone now feeds a 13-number
+        # checkpoint its layout, act_node.observation)
+        env = PickObjectEnv(**{**config.env_kwargs(), "environment_layout": "target"})
         for policy in policies:
             policy.yaw_env = env if yaw else None
         return env
