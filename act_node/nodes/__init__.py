@@ -31,7 +31,6 @@ def _is_a_node_process() -> bool:
     return first == "-m" or (name.startswith("act_") and name.endswith("_node"))
 
 
-if _is_a_node_process():
+if _is_a_node_process():  # whatever it inherited (a shell's background job ignores SIGINT): runner.py does the same
     for _number in STOP_SIGNALS:
-        if signal.getsignal(_number) in (signal.SIG_DFL, signal.default_int_handler):
-            signal.signal(_number, _stopped_while_starting)
+        signal.signal(_number, _stopped_while_starting)
