@@ -24,16 +24,21 @@ TINY_ACT = ["--policy.dim_model=32", "--policy.dim_feedforward=64", "--policy.n_
             "--policy.chunk_size=20", "--policy.n_action_steps=10", "--batch_size=2", "--num_workers=0"]
 
 
-@pytest.fixture(scope="session")
-def tiny_dataset(tmp_path_factory) -> Path:
+def record_two(tmp_path_factory, name: str, **env_settings) -> Path:
+    """Two expert episodes of a 2-object scene (target from the truth, 150 ticks) as dataset `name`."""
     from act_node.record import record
     from act_node.tabletop.env import PickObjectEnv
 
-    root = tmp_path_factory.mktemp("data") / "act_node_pick"
-    env = PickObjectEnv(objects=2, image_size=TINY_IMAGE, target_source="truth", max_steps=150)
-    record(env, "local/act_node_pick", root, episodes=2)
+    root = tmp_path_factory.mktemp("data") / name
+    env = PickObjectEnv(objects=2, target_source="truth", max_steps=150, **env_settings)
+    record(env, f"local/{name}", root, episodes=2)
     env.close()
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory) -> Path:
+    return record_two(tmp_path_factory, "act_node_pick", image_size=TINY_IMAGE)
 
 
 @pytest.fixture(scope="session")
@@ -66,15 +71,8 @@ def tiny_state_checkpoint(tiny_dataset, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_tool_dataset(tmp_path_factory) -> Path:
     """Two expert episodes recorded with environment_state in layout target_tool (13 numbers)."""
-    from act_node.record import record
-    from act_node.tabletop.env import PickObjectEnv
-
-    root = tmp_path_factory.mktemp("data_tool") / "act_node_pick_tool"
-    env = PickObjectEnv(objects=2, cameras=("wrist",), image_size=(24, 32), target_source="truth", max_steps=150,
-                        environment_layout="target_tool")
-    record(env, "local/act_node_pick_tool", root, episodes=2)
-    env.close()
-    return root
+    return record_two(tmp_path_factory, "act_node_pick_tool", cameras=("wrist",), image_size=(24, 32),
+                      environment_layout="target_tool")
 
 
 @pytest.fixture(scope="session")
