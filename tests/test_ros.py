@@ -76,6 +76,39 @@ def policy(ros, tiny_checkpoint):
     retire(ros, node, probe)
 
 
+# before the tests of the module's `policy` fixture: its probe's latched episode start and target (stamp 10)
+# would also reach this test's node, and a late one starts another episode under it
+def test_a_target_tool_checkpoint_is_fed_the_tool_relative_to_the_target(ros, tiny_tool_checkpoint):
+    """A checkpoint trained on environment_state's 13-number layout gets the tool's place relative to the target
+    from the joints it is sent, as the recorder and the env built them."""
+    from act_node.description import tool_point
+    from act_node.observation import environment_state
+
+    node = make_policy_node(tiny_tool_checkpoint)
+    probe = Probe()
+    ros.add_node(node)
+    ros.add_node(probe)
+    node.policy = spy = Recording(node.policy)
+    try:
+        assert node.environment_layout == "target_tool" and node.cameras == []
+        assert wait_for(lambda: probe.count_subscribers("/joint_states") > 0)
+        probe.start.publish(Header(stamp=messages.to_time(80.0), frame_id=json.dumps({"task": "pick up the cup"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 80.0))
+        assert wait_for(lambda: node.episode_start_s == 80.0 and node.target is not None)
+        joints = np.array([0.2, -0.4, 0.5, 0.3, -0.1, 0.2])
+        state = messages.joint_state_message(joints, np.zeros(6), 80.5)
+        state.name = list(so101.JOINT_NAMES)
+        probe.joints.publish(state)
+        assert wait_for(lambda: probe.chunks, seconds=30.0), ("no chunk from the target_tool checkpoint",
+                                                              node.target, node.episode_start_s)
+        fed = spy.fed[-1]["environment_state"]
+        assert fed.shape == (13,)
+        assert fed == pytest.approx(environment_state((0.5, 0.25), "cup", tool_point(joints), "target_tool"), abs=1e-6)
+    finally:
+        node.policy = spy.policy
+        retire(ros, node, probe)
+
+
 def test_a_chunk_arrives_with_names_points_spacing_and_stamp(policy):
     node, probe = policy
     probe.chunks.clear()
@@ -126,36 +159,6 @@ def test_a_checkpoint_without_images_answers_from_joints_and_target_alone(ros, t
         assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from joints and target alone"
         assert messages.seconds_of(probe.chunks[-1].header.stamp) == pytest.approx(70.5)
     finally:
-        retire(ros, node, probe)
-
-
-def test_a_target_tool_checkpoint_is_fed_the_tool_relative_to_the_target(ros, tiny_tool_checkpoint):
-    """A checkpoint trained on environment_state's 13-number layout gets the tool's place relative to the target
-    from the joints it is sent, as the recorder and the env built them."""
-    from act_node.description import tool_point
-    from act_node.observation import environment_state
-
-    node = make_policy_node(tiny_tool_checkpoint)
-    probe = Probe()
-    ros.add_node(node)
-    ros.add_node(probe)
-    node.policy = spy = Recording(node.policy)
-    try:
-        assert node.environment_layout == "target_tool" and node.cameras == []
-        assert wait_for(lambda: probe.count_subscribers("/joint_states") > 0)
-        probe.start.publish(Header(stamp=messages.to_time(80.0), frame_id=json.dumps({"task": "pick up the cup"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 80.0))
-        assert wait_for(lambda: node.episode_start_s == 80.0 and node.target is not None)
-        joints = np.array([0.2, -0.4, 0.5, 0.3, -0.1, 0.2])
-        state = messages.joint_state_message(joints, np.zeros(6), 80.5)
-        state.name = list(so101.JOINT_NAMES)
-        probe.joints.publish(state)
-        assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from the target_tool checkpoint"
-        fed = spy.fed[-1]["environment_state"]
-        assert fed.shape == (13,)
-        assert fed == pytest.approx(environment_state((0.5, 0.25), "cup", tool_point(joints), "target_tool"), abs=1e-6)
-    finally:
-        node.policy = spy.policy
         retire(ros, node, probe)
 
 
