@@ -36,8 +36,9 @@ from act_node.config import (
     TRAIN_IMAGE_SIZE,
     GraphConfig,
 )
+from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, run_episode
-from act_node.observation import ENV_LAYOUTS, requested_kind
+from act_node.observation import ENV_LAYOUTS, JOINT_LAYOUTS, requested_kind
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
@@ -64,7 +65,7 @@ def env_settings(args: argparse.Namespace) -> dict:
 
 
 def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
-    return PickObjectEnv(**{**env_settings(args), **overrides})
+    return make_pick_env(**{**env_settings(args), **overrides})
 
 
 def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> EpisodeResult:
@@ -93,7 +94,7 @@ _EXPERT_ENV: PickObjectEnv | None = None  # a worker process's env, built once f
 
 def _start_expert_worker(settings: dict) -> None:
     global _EXPERT_ENV
-    _EXPERT_ENV = PickObjectEnv(**settings)
+    _EXPERT_ENV = make_pick_env(**settings)
 
 
 def _expert_episode(seed: int) -> dict:
@@ -169,7 +170,7 @@ def cmd_record(args: argparse.Namespace) -> None:
         config = graph_config(args, policy="act", checkpoint=args.takeover_from)
         if config.renderer_mismatch():
             print(f"act-sim record: warning: {config.renderer_mismatch()}", file=sys.stderr)
-        env = PickObjectEnv(**config.env_kwargs())
+        env = make_pick_env(**config.env_kwargs())
         if args.environment_state not in (None, env.environment_layout):
             env.close()
             raise SystemExit(f"act-sim record: --environment-state {args.environment_state}, but --takeover-from "
@@ -491,8 +492,9 @@ def main(argv: list[str] | None = None) -> None:
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
     record.add_argument("--environment-state", choices=ENV_LAYOUTS, default=None,
                         help="observation.environment_state's layout: target (10 numbers: the target's place and the "
-                        "request; the default) or target_tool (13: and the tool relative to the target, from the "
-                        "joints); with --takeover-from, its checkpoint's")
+                        "request; the default), target_tool (13: and the tool relative to the target, from the "
+                        "joints) or target_tool_yaw (15: and the requested object's yaw, read from the front and "
+                        "wrist cameras by the yaw reader, models/yaw_reader); with --takeover-from, its checkpoint's")
     record.add_argument("--after-success-s", type=float, default=0.0,
                         help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
                              "hold); the episode is kept only if the object is still up and held at their end")
@@ -618,9 +620,9 @@ def main(argv: list[str] | None = None) -> None:
     bags.add_argument("--task", default="", help="the task text of --episode ranges ('pick up the cup')")
     bags.add_argument("--keep-failures", action="store_true", help="keep the sim's failed episodes too")
     bags.add_argument("--no-target", action="store_true", help="no observation.environment_state (an arm's bag)")
-    bags.add_argument("--environment-state", choices=ENV_LAYOUTS, default=ENV_LAYOUTS[0],
+    bags.add_argument("--environment-state", choices=JOINT_LAYOUTS, default=JOINT_LAYOUTS[0],
                       help="observation.environment_state's layout: target (10) or target_tool (13: and the tool "
-                      "relative to the target, from the joints)")
+                      "relative to the target, from the joints); target_tool_yaw is recorded by act-sim record")
     bags.add_argument("--robot-type", default="so101_sim", help="the dataset's robot_type")
     bags.set_defaults(run=cmd_bag2dataset)
 

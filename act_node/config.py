@@ -15,7 +15,8 @@ Defaults, and why:
 - episodes of 300 ticks (10 s): the expert needs about 5 s.
 - velocity bound: the STS3215's no-load speed (act_node.so101).
 - images: 240x320 for the sim's own views and videos, 96x128 for training a camera policy (the camera recipe's
-  size; the shipped checkpoint, models/act_target_tool, takes no image).
+  size; the shipped checkpoint, models/act_target_tool_yaw, takes no image into ACT: its yaw reader reads the front
+  and wrist cameras at 96x128, so a graph running it keeps the 96x128 default).
 - renderer auto: the faster for the image size (bench/bench_render.py): TinyRenderer at the 96x128 default (EGL
   costs about 10 ms a frame at any size on these CPUs), pybullet's EGL plugin from 32,000 pixels a frame where it
   loads (2.1x as fast at 240x320, 4.4x at 480x640); a checkpoint that takes images gets the renderer its dataset
@@ -41,7 +42,7 @@ DEFAULT_CAMERAS = ("front", "wrist")
 SIM_IMAGE_SIZE = (240, 320)
 TRAIN_IMAGE_SIZE = (96, 128)
 POLICIES = ("act", "expert")
-SHIPPED_MODEL = "act_target_tool"  # models/act_target_tool: the trained ACT, policy:=act's default checkpoint
+SHIPPED_MODEL = "act_target_tool_yaw"  # models/act_target_tool_yaw: the trained ACT, policy:=act's default checkpoint
 CLOCKS = ("lockstep", "realtime")
 TARGET_SOURCES = ("selector", "truth")
 

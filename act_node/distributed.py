@@ -153,14 +153,14 @@ _SHARD_ENV: dict = {}  # a worker process's env for recording, by its settings
 
 
 def _env(settings: dict):
-    from act_node.tabletop.env import PickObjectEnv
+    from act_node.envs import make_env
 
     key = tuple(sorted(settings.items()))
     if key not in _SHARD_ENV:
         for env in _SHARD_ENV.values():
             env.close()
         _SHARD_ENV.clear()
-        _SHARD_ENV[key] = PickObjectEnv(**settings)
+        _SHARD_ENV[key] = make_env(**settings)
     return _SHARD_ENV[key]
 
 

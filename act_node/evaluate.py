@@ -21,6 +21,7 @@ import numpy as np
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
+from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
@@ -41,7 +42,7 @@ def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float,
 
 
 def make_env(config: GraphConfig) -> PickObjectEnv:
-    return PickObjectEnv(**config.env_kwargs())
+    return make_pick_env(**config.env_kwargs())
 
 
 def load_policy(config: GraphConfig) -> ChunkPolicy:

@@ -22,8 +22,10 @@ import numpy as np
 from act_node import so101
 from act_node.table_frame import (  # noqa: F401 (the layouts' names are read from here too)
     ENV_LAYOUTS,
+    JOINT_LAYOUTS,
     KIND_NAMES,
     TOOL_NAMES,
+    YAW_NAMES,
     environment_layout,
     environment_state_names,
     kind_index,
@@ -116,17 +118,20 @@ def requested_kind(task: str) -> str:
     return task.removeprefix(TASK_PREFIX) if task.startswith(TASK_PREFIX) else ""
 
 
-# environment_state's layouts, "target" (10) and "target_tool" (13), are named in act_node.table_frame (ENV_LAYOUTS).
-# target_tool's last three numbers come from the tool centre point in the table frame, which the caller gives:
-# the env reads it from the simulator, the recorder and the policy node from the joints by the URDF's forward
-# kinematics (act_node.description.tool_point); the two agree to 1e-6 m (tests/test_description.py).
+# environment_state's layouts, "target" (10), "target_tool" (13) and "target_tool_yaw" (15), are named in
+# act_node.table_frame (ENV_LAYOUTS). target_tool's last three numbers come from the tool centre point in the table
+# frame, which the caller gives: the env reads it from the simulator, the recorder and the policy node from the
+# joints by the URDF's forward kinematics (act_node.description.tool_point); the two agree to 1e-6 m
+# (tests/test_description.py). target_tool_yaw's last two are the yaw reader's (act_node.vision.yaw), read from the
+# cameras once an episode; the caller gives them too.
 
 
-def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target"):
+def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target", yaw=None):
     """environment_state for a target at `target_xy` (table frame, metres) of the requested kind, in `layout`
-    ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres): float32
-    (len(environment_state_names(layout)),). ValueError on an unknown kind or layout, a target that is not two
-    finite numbers, or a tool point missing or not three finite numbers."""
+    ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres; "target_tool_yaw" that and the
+    requested object's `yaw` numbers, (cos k*yaw, sin k*yaw)): float32 (len(environment_state_names(layout)),).
+    ValueError on an unknown kind or layout, a target that is not two finite numbers, or a tool point or yaw
+    missing or not three (two) finite numbers."""
     if layout not in ENV_LAYOUTS:
         environment_state_names(layout)  # raises, naming the layouts
     xy = np.asarray(target_xy, dtype=np.float32).reshape(-1)
@@ -143,20 +148,28 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     if tcp is None or tcp.shape != (3,) or not np.all(np.isfinite(tcp)):
         raise ValueError(f"environment_state {layout!r} needs the tool centre point (x, y, z in metres, finite), "
                          f"got {tool_xyz!r}")
-    return np.r_[state, tcp[0] - xy[0], tcp[1] - xy[1], tcp[2]].astype(np.float32)
+    state = np.r_[state, tcp[0] - xy[0], tcp[1] - xy[1], tcp[2]].astype(np.float32)
+    if layout == "target_tool":
+        return state
+    turn = None if yaw is None else np.asarray(yaw, dtype=np.float64).reshape(-1)
+    if turn is None or turn.shape != (2,) or not np.all(np.isfinite(turn)):
+        raise ValueError(f"environment_state {layout!r} needs the requested object's yaw (cos k*yaw, sin k*yaw: two "
+                         f"finite numbers, act_node.vision.yaw), got {yaw!r}")
+    return np.r_[state, turn].astype(np.float32)
 
 
 def build_observation(joints_rad, images: dict[str, np.ndarray], target_xy=None, request: str | None = None,
-                      layout: str = "target", tool_xyz=None) -> dict:
+                      layout: str = "target", tool_xyz=None, yaw=None) -> dict:
     """The observation as the env gives it and LeRobot's `preprocess_observation` reads it:
     agent_pos (6,) float32 in LeRobot's SO-101 units (degrees, gripper 0-100) from the joints in radians,
     pixels {camera: (H, W, 3) uint8}, and, when a target is given, environment_state in `layout` for it, the
-    requested kind (and, in layout target_tool, the tool centre point `tool_xyz` relative to it) (ValueError for
-    an unknown kind or layout, a target that is not two finite numbers, a missing tool point)."""
+    requested kind (and, in layout target_tool, the tool centre point `tool_xyz` relative to it; in target_tool_yaw
+    also the requested object's `yaw` numbers) (ValueError for an unknown kind or layout, a target that is not two
+    finite numbers, a missing tool point or yaw)."""
     observation = {"agent_pos": so101.to_lerobot(np.asarray(joints_rad, dtype=np.float64)).astype(np.float32),
                    "pixels": dict(images)}
     if target_xy is not None:
-        observation["environment_state"] = environment_state(target_xy, request, tool_xyz, layout)
+        observation["environment_state"] = environment_state(target_xy, request, tool_xyz, layout, yaw)
     return observation
 
 

@@ -237,7 +237,15 @@ class RecorderSettings:
     end_wait_s: float = 5.0
     max_incomplete: float = 0.05
     image_writer_threads: int = 4
-    environment_layout: str = "target"  # with use_target: which of act_node.observation.ENV_LAYOUTS is recorded
+    environment_layout: str = "target"  # with use_target: which of act_node.observation.JOINT_LAYOUTS is recorded
+
+    def __post_init__(self):
+        from act_node.observation import JOINT_LAYOUTS
+
+        if self.environment_layout not in JOINT_LAYOUTS:
+            raise ValueError(f"environment_layout {self.environment_layout!r}: a recording of streams builds "
+                             f"{', '.join(JOINT_LAYOUTS)} from the joint states and the target; target_tool_yaw "
+                             "needs the yaw reader (act-sim record --environment-state target_tool_yaw)")
 
 
 class Recorder:

@@ -163,7 +163,7 @@ def test_the_graphs_recorder_and_a_ray_recording_keep_the_layout_asked_for(tmp_p
     nodes = describe(policy="expert", record=str(tmp_path / "data"), environment_layout="target_tool")
     (recorder,) = [node for node in nodes if node.name == "act_recorder"]
     assert recorder.parameters["environment_layout"] == "target_tool"
-    with pytest.raises(ValueError, match="environment_layout must be one of target, target_tool, got 'tool'"):
+    with pytest.raises(ValueError, match="environment_layout must be one of target, target_tool .*got 'tool'"):
         describe(policy="expert", record=str(tmp_path / "data"), environment_layout="tool")
     settings = {"image_size": (24, 32), "cameras": ("wrist",), "fps": 30, "renderer": "tiny", "objects": 2,
                 "environment_layout": "target_tool"}

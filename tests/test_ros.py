@@ -109,6 +109,60 @@ def test_a_target_tool_checkpoint_is_fed_the_tool_relative_to_the_target(ros, ti
         retire(ros, node, probe)
 
 
+def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_run(ros):
+    """models/act_target_tool_yaw takes no image itself: the node subscribes to the yaw reader's cameras, reads the
+    pen's yaw from the run's first observation (as the env reads it at reset) and feeds the same two numbers with
+    every later observation of the run."""
+    from act_node.description import tool_point
+    from act_node.observation import environment_state
+    from act_node.tabletop.env import PickObjectEnv
+    from act_node.vision.yaw import READER_CAMERAS, READER_IMAGE_SIZE, symmetric_yaw, yaw_error_deg
+
+    env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
+                        request="pen")
+    first, _ = env.reset(seed=2003)
+    (pen,) = [s for s in env.table.task.object_states() if s.kind == "pen"]
+    joints = env.table.robot.joint_positions()
+    env.close()
+    from act_node.paths import models_dir
+
+    node = make_policy_node(models_dir() / "act_target_tool_yaw")
+    probe = Probe()
+    ros.add_node(node)
+    ros.add_node(probe)
+    node.policy = spy = Recording(node.policy)
+    try:
+        assert node.environment_layout == "target_tool_yaw" and node.cameras == list(READER_CAMERAS)
+        assert wait_for(lambda: all(probe.count_subscribers(f"/camera/{c}/image_raw") > 0 for c in READER_CAMERAS))
+        probe.start.publish(Header(stamp=messages.to_time(90.0), frame_id=json.dumps({"task": "pick up the pen"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 90.0))
+        assert wait_for(lambda: node.episode_start_s == 90.0 and node.target is not None)
+
+        def observe(stamp, images):
+            for camera in READER_CAMERAS:
+                probe.images[camera].publish(messages.image_message(images[camera], stamp, f"{camera}_optical"))
+            state = messages.joint_state_message(joints, np.zeros(6), stamp)
+            state.name = list(so101.JOINT_NAMES)
+            probe.joints.publish(state)
+
+        observe(90.5, first["pixels"])
+        assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from the target_tool_yaw checkpoint"
+        fed = spy.fed[-1]
+        assert fed["pixels"] == {} and fed["environment_state"].shape == (15,)
+        read = node.yaw_reader.read(first["pixels"], "pen")
+        assert fed["environment_state"] == pytest.approx(
+            environment_state((0.5, 0.25), "pen", tool_point(joints), "target_tool_yaw", read), abs=1e-5)
+        assert yaw_error_deg(read, symmetric_yaw("pen", pen.yaw), 2) < 15
+        # later in the run the cameras show something else: the yaw read at the run's start stays
+        count = len(probe.chunks)
+        observe(91.0, {c: np.full((*READER_IMAGE_SIZE, 3), 90, np.uint8) for c in READER_CAMERAS})
+        assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
+        assert spy.fed[-1]["environment_state"][-2:] == pytest.approx(read, abs=1e-6)
+    finally:
+        node.policy = spy.policy
+        retire(ros, node, probe)
+
+
 def test_a_chunk_arrives_with_names_points_spacing_and_stamp(policy):
     node, probe = policy
     probe.chunks.clear()
@@ -344,7 +398,7 @@ def test_policy_act_without_a_checkpoint_says_the_install_ships_none(tmp_path, m
 
     monkeypatch.setattr(paths, "models_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match="policy:=act needs checkpoint:=<pretrained_model folder> \\(this install "
-                                         "ships no models/act_target_tool\\)"):
+                                         "ships no models/act_target_tool_yaw\\)"):
         describe()
     assert [n.name for n in describe(policy="expert")][2] == "act_expert"
 

@@ -86,7 +86,8 @@ def test_episodes_count_down_and_report_the_target_error(sim):
 
 def test_stepping_in_radians_matches_the_gym_env_in_lerobot_units():
     """The sim node's path (radians, the executor) and the env's path (LeRobot units) are one simulation."""
-    config = GraphConfig(replan_every=30, max_steps=60, max_velocity=1e9, target_source="truth", **TINY)
+    config = GraphConfig(policy="expert", replan_every=30, max_steps=60, max_velocity=1e9, target_source="truth",
+                         **TINY)
     env = PickObjectEnv(**config.env_kwargs())
     observation, _ = env.reset(seed=3)
     expert = ScriptedExpert(env)

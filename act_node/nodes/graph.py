@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
-from act_node.table_frame import ENV_LAYOUTS
+from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -97,8 +97,9 @@ def describe(**overrides: str) -> list[NodeSpec]:
         if overrides.get("clock", "realtime") != "realtime":
             raise ValueError("teleop:=leader needs clock:=realtime (a person moves the leader in real time)")
         overrides["clock"] = "realtime"
-    if recording["environment_layout"] not in ENV_LAYOUTS:
-        raise ValueError(f"environment_layout must be one of {', '.join(ENV_LAYOUTS)}, got "
+    if recording["environment_layout"] not in JOINT_LAYOUTS:
+        raise ValueError(f"environment_layout must be one of {', '.join(JOINT_LAYOUTS)} (the recorder node builds "
+                         f"them from the joint states; act-sim record records target_tool_yaw), got "
                          f"{recording['environment_layout']!r}")
     if recording["record"] and robot["robot"] == "sim" and overrides.get("camera_every", "0") == "0":
         overrides["camera_every"] = "1"  # the recorder takes every tick's images
@@ -170,6 +171,14 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
+    if config.policy == "act" and config.environment_layout() == "target_tool_yaw":
+        size = "x".join(map(str, YAW_READER_IMAGE_SIZE))
+        if not set(YAW_READER_CAMERAS) <= set(config.cameras) or tuple(config.image_size) != YAW_READER_IMAGE_SIZE:
+            raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
+                             f"{','.join(YAW_READER_CAMERAS)} at {size} (act_node.vision.yaw); the graph has cameras "
+                             f"{','.join(config.cameras)} at {config.image_height}x{config.image_width}: give "
+                             f"image_height:={YAW_READER_IMAGE_SIZE[0]} image_width:={YAW_READER_IMAGE_SIZE[1]} (the "
+                             f"defaults) and cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),

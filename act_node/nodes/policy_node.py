@@ -41,7 +41,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.checkpoints import readable_checkpoint_cameras, trained_renderer
+from act_node.checkpoints import checkpoint_env_state_size, readable_checkpoint_cameras, trained_renderer
 from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.description import tool_point
 from act_node.nodes.chunk_path import ChunkPath
@@ -61,7 +61,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher, build_observation, requested_kind
+from act_node.observation import ObservationMatcher, build_observation, environment_layout, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 POLICY_PARAMETERS = (
@@ -113,6 +113,16 @@ class PolicyStats:
 STOP_INFERENCE_S = 10.0
 
 
+def _layout_of(checkpoint: str) -> str | None:
+    """The checkpoint's environment_state layout by its size; None when it has none or cannot be read (loading
+    it then says what is wrong)."""
+    try:
+        size = checkpoint_env_state_size(checkpoint)
+        return None if size is None else environment_layout(size)
+    except ValueError:
+        return None
+
+
 class PolicyNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
@@ -128,14 +138,30 @@ class PolicyNode(Node):
         # the sizes it was trained on, so that the check is about the camera set and the state; image sizes
         # are then checked per message
         self.trained = readable_checkpoint_cameras(checkpoint)
-        if self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
+        # a checkpoint in the target_tool_yaw layout reads the requested object's yaw from the yaw reader's cameras
+        # (act_node.vision.yaw) at each episode's first observation, whether or not it takes images itself
+        self.reads_yaw = self.trained == {} and _layout_of(checkpoint) == "target_tool_yaw"
+        self.yaw_reader = None  # loaded on the inference thread, beside the policy
+        self._run_yaw: tuple[float, np.ndarray] | None = None  # (run, the yaw read at its first observation)
+        if self.reads_yaw:
+            from act_node.vision.yaw import READER_CAMERAS
+
+            missing = [c for c in READER_CAMERAS if c not in self.cameras]
+            if missing:
+                raise ValueError(f"checkpoint {checkpoint} reads the requested object's yaw from cameras "
+                                 f"{list(READER_CAMERAS)} (act_node.vision.yaw); parameter 'cameras' is "
+                                 f"{self.cameras}, without {missing}")
+            self.cameras = list(READER_CAMERAS)
+            self.get_logger().info(f"the checkpoint takes no camera images; the yaw reader reads cameras "
+                                   f"{self.cameras} at each episode's first observation")
+        elif self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
             self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
             self.cameras = []
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
         # what drew the checkpoint's training images: the sim's episode/start says what draws them now
         self.trained_renderer: str | None = None
         try:
-            self.trained_renderer = trained_renderer(checkpoint) if self.cameras else None
+            self.trained_renderer = "tiny" if self.reads_yaw else trained_renderer(checkpoint) if self.cameras else None
         except ValueError as error:
             self.get_logger().error(f"not checking the sim's renderer: {error}")
         self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
@@ -152,8 +178,13 @@ class PolicyNode(Node):
         self.replan_every = int(values["replan_every"]) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and values["use_target"]
         self.environment_layout = self.policy.environment_layout or "target"  # checked against the layouts at load
-        self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
-                            for c in self.cameras}
+        if self.reads_yaw:
+            from act_node.vision.yaw import READER_IMAGE_SIZE
+
+            self.image_sizes = {c: READER_IMAGE_SIZE for c in self.cameras}
+        else:
+            self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
+                                for c in self.cameras}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
@@ -205,9 +236,14 @@ class PolicyNode(Node):
         if not checkpoint:
             raise ValueError("parameter 'checkpoint' is empty: give a pretrained_model folder")
         trained = self.trained or {}
-        spec = FeatureSpec(cameras={c: trained.get(c, (0, 0)) for c in self.cameras},
+        spec = FeatureSpec(cameras={} if self.reads_yaw else {c: trained.get(c, (0, 0)) for c in self.cameras},
                            state_dim=len(self.joint_names))
-        return ChunkPolicy.load(checkpoint, device=device, expect=spec)
+        policy = ChunkPolicy.load(checkpoint, device=device, expect=spec)
+        if self.reads_yaw:
+            from act_node.vision.yaw import YawReader
+
+            self.yaw_reader = YawReader.load()
+        return policy
 
     # --- callbacks: each stores, then tries to answer ----------------------------------------------------
     def on_image(self, camera: str, message: bytes) -> None:
@@ -421,9 +457,10 @@ class PolicyNode(Node):
         try:  # with the target where the selector found it, and the request (the task's kind), one-hot
             about = ()
             if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
-                tool = tool_point(parts["joints"]) if self.environment_layout == "target_tool" else None
-                about = (target[1], requested_kind(task), self.environment_layout, tool)
-            observation = build_observation(parts["joints"], {c: parts[c] for c in self.cameras}, *about)
+                tool = tool_point(parts["joints"]) if self.environment_layout != "target" else None
+                about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(run, parts, task))
+            images = {} if self.reads_yaw else {c: parts[c] for c in self.cameras}  # the reader's are not the ACT's
+            observation = build_observation(parts["joints"], images, *about)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
@@ -442,6 +479,16 @@ class PolicyNode(Node):
                 return False
         self._publish(so101.from_lerobot(chunk), stamp, started)
         return True
+
+    def _yaw(self, run: float, parts: dict, task: str) -> np.ndarray | None:
+        """target_tool_yaw: the yaw the reader read at the run's first answered observation (read now if this is
+        it), as the env reads it at reset; None for the other layouts. ValueError from the reader (a misshapen
+        image, a task that names no kind)."""
+        if not self.reads_yaw or self.environment_layout != "target_tool_yaw":
+            return None
+        if self._run_yaw is None or self._run_yaw[0] != run:
+            self._run_yaw = (run, self.yaw_reader.read({c: parts[c] for c in self.cameras}, requested_kind(task)))
+        return self._run_yaw[1]
 
     def _take_due(self):
         """The newest due, complete observation not yet answered, as (stamp, parts, task, target, run), marked

@@ -50,7 +50,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
-from act_node.observation import ENV_LAYOUTS
+from act_node.observation import JOINT_LAYOUTS
 from act_node.recording import Recorder, RecorderSettings
 
 RECORDER_PARAMETERS = (
@@ -60,9 +60,9 @@ RECORDER_PARAMETERS = (
     Spec("cameras", list(DEFAULT_CAMERAS), "the cameras to record, each from camera/<name>/image_raw"),
     Spec("fps", float(FPS), "the dataset's frames a second: the rate of act/joint_command", low=1.0),
     Spec("use_target", True, "record target/point and the task's kind as observation.environment_state"),
-    Spec("environment_layout", ENV_LAYOUTS[0], "environment_state's layout: target (10: the target's place and "
-         "the request) or target_tool (13: and the tool relative to the target, from the joints)",
-         choices=ENV_LAYOUTS),
+    Spec("environment_layout", JOINT_LAYOUTS[0], "environment_state's layout: target (10: the target's place and "
+         "the request) or target_tool (13: and the tool relative to the target, from the joints); target_tool_yaw "
+         "is recorded by act-sim record (it runs the yaw reader)", choices=JOINT_LAYOUTS),
     Spec("robot_type", "so101_sim", "the dataset's robot_type (so101_sim, so101_follower, ...)"),
     Spec("keep_failures", False, "sim: keep the episodes that failed too"),
     Spec("task", "", "the task text ~/start records an episode with"),

@@ -132,12 +132,12 @@ class CameraRig:
         position, rotation = self.robot.link_pose(camera.link)
         return position, link_optical(rotation)
 
-    def render(self, names: list[str] | None = None) -> dict[str, np.ndarray]:
-        """{camera: (H, W, 3) uint8} for the named cameras (default: all)."""
+    def render(self, names: list[str] | None = None, tiny: bool = False) -> dict[str, np.ndarray]:
+        """{camera: (H, W, 3) uint8} for the named cameras (default: all); `tiny`: drawn with TinyRenderer."""
         images = {}
         for name in self.names if names is None else names:
             camera = self.specs[name]
             position, optical = self.pose(name)
             images[name] = self.world.render(view_matrix(position, optical), camera.projection(), camera.width,
-                                             camera.height)
+                                             camera.height, tiny=tiny)
         return images

@@ -7,7 +7,10 @@ Observation:
   environment_state  (10,) float32 the target (x, y) in metres, table frame, from the Selector (or the truth),
                      then the requested kind one-hot over the eight kinds (act_node.observation); with
                      environment_layout "target_tool" (13,): then the tool centre point minus the target in x, y
-                     and the tool's height, by the URDF's forward kinematics from the joints
+                     and the tool's height, by the URDF's forward kinematics from the joints; with
+                     "target_tool_yaw" (15,): then the requested object's (cos k*yaw, sin k*yaw), read at reset
+                     by the yaw reader (act_node.vision.yaw) from the front and wrist cameras drawn at 96x128 with
+                     TinyRenderer (its own draw, whatever the env's cameras are)
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
 """
@@ -23,9 +26,9 @@ from gymnasium import spaces
 from act_node import so101
 from act_node.attention.selector import Selector
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TARGET_SOURCES
-from act_node.observation import TOOL_NAMES, build_observation, environment_state_names
-from act_node.table_frame import TABLE_SIZE_M
-from act_node.tabletop.cameras import camera_specs
+from act_node.observation import TOOL_NAMES, YAW_NAMES, build_observation, environment_state_names
+from act_node.table_frame import TABLE_SIZE_M, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.tabletop.cameras import CameraRig, camera_specs
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import TargetChoice
@@ -40,7 +43,8 @@ class PickObjectEnv(gym.Env):
     def __init__(self, objects: int = 4, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
                  image_size: tuple[int, int] = SIM_IMAGE_SIZE, fps: int = FPS, max_steps: int = EPISODE_STEPS,
                  target_source: str = "selector", request: str | None = None, render_mode: str = "rgb_array",
-                 selector: Selector | None = None, renderer: str = "tiny", environment_layout: str = "target"):
+                 selector: Selector | None = None, renderer: str = "tiny", environment_layout: str = "target",
+                 yaw_reader=None):
         if target_source not in TARGET_SOURCES:
             raise ValueError(f"target_source must be one of {TARGET_SOURCES}, got {target_source!r}")
         if render_mode not in self.metadata["render_modes"]:
@@ -56,6 +60,15 @@ class PickObjectEnv(gym.Env):
         self.fixed_request = request
         self.render_mode = render_mode
         self.selector = None if target_source == "truth" else (selector or Selector.load())
+        self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
+        if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.vision.yaw)
+            if yaw_reader is None:
+                raise ValueError("environment_layout 'target_tool_yaw' reads the requested object's yaw from the "
+                                 "cameras: give yaw_reader= (act_node.vision.yaw.YawReader.load(), or build the env "
+                                 "with act_node.envs.make_env, which does)")
+            self.yaw_reader = yaw_reader
+            self.yaw_rig = CameraRig(self.table.world, self.table.robot,
+                                     camera_specs(YAW_READER_CAMERAS, *YAW_READER_IMAGE_SIZE))
         self.observation_space = spaces.Dict({
             "pixels": spaces.Dict({c.name: spaces.Box(0, 255, (c.height, c.width, 3), np.uint8) for c in self.cameras}),
             # measured joints can pass a limit by a hair (soft joint limits): the box allows a margin
@@ -63,7 +76,8 @@ class PickObjectEnv(gym.Env):
                                     (so101.UPPER_LEROBOT + OBSERVED_MARGIN).astype(np.float32), dtype=np.float32),
             # the target's place and the request in [0, 1]; the tool relative to it within a table's length
             "environment_state": spaces.Box(
-                np.array([-max(TABLE_SIZE_M, 1.0) if name in TOOL_NAMES else 0.0 for name in names], np.float32),
+                np.array([-max(TABLE_SIZE_M, 1.0) if name in TOOL_NAMES + YAW_NAMES else 0.0 for name in names],
+                         np.float32),
                 np.full(len(names), max(TABLE_SIZE_M, 1.0), np.float32), dtype=np.float32),
         })
         self.action_space = spaces.Box(so101.LOWER_LEROBOT.astype(np.float32), so101.UPPER_LEROBOT.astype(np.float32),
@@ -93,6 +107,8 @@ class PickObjectEnv(gym.Env):
             warnings.warn(f"the Selector judged the {self.scene.request} absent from a scene that holds it; "
                           f"the true position stands in (reported as selector_found=False)", stacklevel=2)
         self.steps, self.clamped_total = 0, 0
+        if self.yaw_reader is not None:  # read once, before anything moved, as the policy node reads it
+            self.yaw = self.yaw_reader.read(self.yaw_rig.render(tiny=True), self.scene.request)
         return self.observe(), self._info(success=False, clamped=0)
 
     def step(self, action):
@@ -148,9 +164,9 @@ class PickObjectEnv(gym.Env):
 
     def _observation(self) -> dict:
         self._last_pixels = self.table.rig.render()
-        tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout == "target_tool" else None
+        tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout != "target" else None
         return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
-                                 self.scene.request, self.environment_layout, tool)
+                                 self.scene.request, self.environment_layout, tool, self.yaw)
 
     def _info(self, success: bool, clamped: int) -> dict:
         return {"is_success": bool(success), "task": self.task, "clamped_joints": clamped,

@@ -302,11 +302,14 @@ class World:
         self.client.restoreState(state)
 
     # --- cameras -----------------------------------------------------------------------------------
-    def render(self, view: np.ndarray, projection: np.ndarray, width: int, height: int) -> np.ndarray:
-        """An RGB image (height, width, 3) uint8 through the client's renderer (TinyRenderer or EGL)."""
+    def render(self, view: np.ndarray, projection: np.ndarray, width: int, height: int,
+               tiny: bool = False) -> np.ndarray:
+        """An RGB image (height, width, 3) uint8 through the client's renderer (TinyRenderer or EGL); `tiny`:
+        through TinyRenderer whatever the client's (what a network trained on TinyRenderer's images reads)."""
         self.client.check_thread()
+        renderer = PYBULLET_RENDERERS["tiny"] if tiny else self.client.renderer
         with _c_stdout_aside(self.client.egl):  # EGL's first frame prints
             _, _, rgba, _, _ = self.client.getCameraImage(
                 width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
-                renderer=self.client.renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)
+                renderer=renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)
         return np.asarray(rgba, dtype=np.uint8).reshape(height, width, 4)[..., :3]

@@ -69,4 +69,9 @@ class ActNodePickEnv(EnvConfig):
 
     @property
     def gym_kwargs(self) -> dict:
-        return {**self.graph.env_kwargs(), "environment_layout": self.environment_layout}
+        kwargs = {**self.graph.env_kwargs(), "environment_layout": self.environment_layout}
+        if self.environment_layout == "target_tool_yaw":  # the env reads the yaw with it (act_node.envs)
+            from act_node.envs import yaw_reader
+
+            kwargs["yaw_reader"] = yaw_reader()
+        return kwargs

@@ -1,0 +1,29 @@
+"""PickObjectEnv as every command builds it: with the yaw reader given where its environment_state layout needs it.
+
+The table-top (act_node.tabletop) stands below the vision encoder (act_node.vision, whose labels come from the
+table-top), so the env does not load the reader itself: `target_tool_yaw` takes one as `yaw_reader`, and this is
+where the package's commands (act-sim eval, record, the Ray shards, the LeRobot plugin) hand it models/yaw_reader.
+"""
+
+from __future__ import annotations
+
+from act_node.tabletop.env import PickObjectEnv
+
+_READER = None  # models/yaw_reader, loaded once a process
+
+
+def yaw_reader():
+    """models/yaw_reader, loaded on first use and kept for the process (its backbone is 45 MB)."""
+    global _READER
+    if _READER is None:
+        from act_node.vision.yaw import YawReader
+
+        _READER = YawReader.load()
+    return _READER
+
+
+def make_env(**kwargs) -> PickObjectEnv:
+    """PickObjectEnv(**kwargs), given models/yaw_reader when the layout is target_tool_yaw and none is given."""
+    if kwargs.get("environment_layout") == "target_tool_yaw" and kwargs.get("yaw_reader") is None:
+        kwargs["yaw_reader"] = yaw_reader()
+    return PickObjectEnv(**kwargs)
