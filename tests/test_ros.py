@@ -158,6 +158,72 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
         observe(91.0, {c: np.full((*READER_IMAGE_SIZE, 3), 90, np.uint8) for c in READER_CAMERAS})
         assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
         assert spy.fed[-1]["environment_state"][-2:] == pytest.approx(read, abs=1e-6)
+        # the next run reads again, from its own first observation (another scene, its pen another way)
+        env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
+                            request="pen")
+        second, _ = env.reset(seed=2001)
+        env.close()
+        again = node.yaw_reader.read(second["pixels"], "pen")
+        assert yaw_error_deg(again, read, 2) > 10  # the two scenes' pens lie differently
+        probe.start.publish(Header(stamp=messages.to_time(95.0), frame_id=json.dumps({"task": "pick up the pen"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 95.0))
+        assert wait_for(lambda: node.episode_start_s == 95.0 and node.target[0] == 95.0)
+        count = len(probe.chunks)
+        observe(95.5, second["pixels"])
+        assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
+        assert spy.fed[-1]["environment_state"][-2:] == pytest.approx(again, abs=1e-6)
+    finally:
+        node.policy = spy.policy
+        retire(ros, node, probe)
+
+
+@pytest.fixture(scope="module")
+def tiny_camera_yaw_checkpoint(tmp_path_factory):
+    """A tiny ACT that takes the wrist camera at 96x128 and environment_state's target_tool_yaw (two expert
+    episodes recorded with the yaw reader, then lerobot-train for 3 steps)."""
+    from conftest import TINY_ACT, record_two
+
+    from act_node.envs import yaw_reader
+    from act_node.training import train
+
+    root = record_two(tmp_path_factory, "act_node_pick_cam_yaw", cameras=("wrist",), image_size=(96, 128),
+                      environment_layout="target_tool_yaw", yaw_reader=yaw_reader())
+    out = tmp_path_factory.mktemp("train_cam_yaw") / "run"
+    return train(root, "local/act_node_pick_cam_yaw", out, steps=3, device="cpu", extra=TINY_ACT)
+
+
+def test_a_camera_checkpoint_of_the_yaw_layout_gets_its_camera_and_the_readers_yaw(ros, tiny_camera_yaw_checkpoint):
+    """A checkpoint that takes the wrist camera itself and reads the yaw: the node subscribes to the wrist (its
+    own and the reader's) and the front (the reader's only), feeds the ACT only the wrist, and the reader both."""
+    from act_node.tabletop.env import PickObjectEnv
+    from act_node.vision.yaw import READER_CAMERAS, READER_IMAGE_SIZE
+
+    env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
+                        request="pen")
+    first, _ = env.reset(seed=2003)
+    joints = env.table.robot.joint_positions()
+    env.close()
+    node = make_policy_node(tiny_camera_yaw_checkpoint)
+    probe = Probe()
+    ros.add_node(node)
+    ros.add_node(probe)
+    node.policy = spy = Recording(node.policy)
+    try:
+        assert node.environment_layout == "target_tool_yaw"
+        assert node.act_cameras == ["wrist"] and sorted(node.cameras) == ["front", "wrist"]
+        assert wait_for(lambda: all(probe.count_subscribers(f"/camera/{c}/image_raw") > 0 for c in READER_CAMERAS))
+        probe.start.publish(Header(stamp=messages.to_time(100.0), frame_id=json.dumps({"task": "pick up the pen"})))
+        probe.target.publish(messages.point_message((0.5, 0.25), 100.0))
+        assert wait_for(lambda: node.episode_start_s == 100.0 and node.target is not None)
+        for camera in READER_CAMERAS:
+            probe.images[camera].publish(messages.image_message(first["pixels"][camera], 100.5, f"{camera}_optical"))
+        state = messages.joint_state_message(joints, np.zeros(6), 100.5)
+        state.name = list(so101.JOINT_NAMES)
+        probe.joints.publish(state)
+        assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from the camera checkpoint of the yaw layout"
+        fed = spy.fed[-1]
+        assert list(fed["pixels"]) == ["wrist"] and np.array_equal(fed["pixels"]["wrist"], first["pixels"]["wrist"])
+        assert fed["environment_state"][-2:] == pytest.approx(node.yaw_reader.read(first["pixels"], "pen"), abs=1e-6)
     finally:
         node.policy = spy.policy
         retire(ros, node, probe)

@@ -123,6 +123,9 @@ def test_a_graph_of_the_yaw_checkpoint_publishes_what_the_reader_reads_or_is_ref
         describe(policy="act", checkpoint=checkpoint, image_height="240", image_width="320")
     with pytest.raises(ValueError, match="the graph has cameras front at 96x128"):
         describe(policy="act", checkpoint=checkpoint, cameras="front")
+    # a person drives a teleoperated graph: no policy node, so any size records
+    nodes = describe(teleop="leader", leader_port="/dev/leader", image_height="240", image_width="320")
+    assert "act_policy" not in [node.name for node in nodes]
 
 
 def test_an_arms_camera_node_sizes_its_frames_for_the_yaw_reader():

@@ -171,7 +171,9 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
-    if config.policy == "act" and config.environment_layout() == "target_tool_yaw":
+    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras at this size (none runs in a
+    # teleoperated graph: the person drives)
+    if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
         size = "x".join(map(str, YAW_READER_IMAGE_SIZE))
         if not set(YAW_READER_CAMERAS) <= set(config.cameras) or tuple(config.image_size) != YAW_READER_IMAGE_SIZE:
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "

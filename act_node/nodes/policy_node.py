@@ -139,10 +139,21 @@ class PolicyNode(Node):
         # are then checked per message
         self.trained = readable_checkpoint_cameras(checkpoint)
         # a checkpoint in the target_tool_yaw layout reads the requested object's yaw from the yaw reader's cameras
-        # (act_node.vision.yaw) at each episode's first observation, whether or not it takes images itself
-        self.reads_yaw = self.trained == {} and _layout_of(checkpoint) == "target_tool_yaw"
+        # (act_node.vision.yaw) at each run's first observation, whether or not it takes images itself: the node
+        # subscribes to the checkpoint's cameras and the reader's, and feeds the ACT only its own
+        self.reads_yaw = _layout_of(checkpoint) == "target_tool_yaw"
         self.yaw_reader = None  # loaded on the inference thread, beside the policy
-        self._run_yaw: tuple[float, np.ndarray] | None = None  # (run, the yaw read at its first observation)
+        self._runs = 0  # runs begun (begin()): the yaw read belongs to one
+        self._run_yaw: tuple[int, np.ndarray] | None = None  # (run number, the yaw read at its first observation)
+        self.reader_cameras: list[str] = []
+        if self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
+            if not self.reads_yaw:
+                self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
+            self.act_cameras = []
+        elif self.reads_yaw and self.trained:  # the cameras it does not take itself are the reader's only
+            self.act_cameras = [c for c in self.cameras if c in self.trained]
+        else:
+            self.act_cameras = list(self.cameras)
         if self.reads_yaw:
             from act_node.vision.yaw import READER_CAMERAS
 
@@ -151,17 +162,18 @@ class PolicyNode(Node):
                 raise ValueError(f"checkpoint {checkpoint} reads the requested object's yaw from cameras "
                                  f"{list(READER_CAMERAS)} (act_node.vision.yaw); parameter 'cameras' is "
                                  f"{self.cameras}, without {missing}")
-            self.cameras = list(READER_CAMERAS)
-            self.get_logger().info(f"the checkpoint takes no camera images; the yaw reader reads cameras "
-                                   f"{self.cameras} at each episode's first observation")
-        elif self.trained == {} and self.cameras:  # a checkpoint that takes no images (joints and target only)
-            self.get_logger().info(f"the checkpoint takes no camera images: not subscribing to {self.cameras}")
-            self.cameras = []
+            self.reader_cameras = list(READER_CAMERAS)
+            self.get_logger().info(f"the yaw reader reads cameras {self.reader_cameras} at each run's first "
+                                   f"observation" + ("" if self.act_cameras else "; the checkpoint takes no image"))
+        self.cameras = [*self.act_cameras, *(c for c in self.reader_cameras if c not in self.act_cameras)]
         topics = [f"camera/{c}/image_raw" for c in self.cameras]
         # what drew the checkpoint's training images: the sim's episode/start says what draws them now
         self.trained_renderer: str | None = None
         try:
-            self.trained_renderer = "tiny" if self.reads_yaw else trained_renderer(checkpoint) if self.cameras else None
+            if self.act_cameras:
+                self.trained_renderer = trained_renderer(checkpoint)
+            elif self.reads_yaw:  # the reader was trained on TinyRenderer's images
+                self.trained_renderer = "tiny"
         except ValueError as error:
             self.get_logger().error(f"not checking the sim's renderer: {error}")
         self._lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
@@ -178,13 +190,15 @@ class PolicyNode(Node):
         self.replan_every = int(values["replan_every"]) or int(self.policy.config.n_action_steps)
         self.wants_target = OBS_ENV_STATE in self.policy.config.input_features and values["use_target"]
         self.environment_layout = self.policy.environment_layout or "target"  # checked against the layouts at load
+        self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
+                            for c in self.act_cameras}
         if self.reads_yaw:
             from act_node.vision.yaw import READER_IMAGE_SIZE
 
-            self.image_sizes = {c: READER_IMAGE_SIZE for c in self.cameras}
-        else:
-            self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
-                                for c in self.cameras}
+            for camera in self.reader_cameras:  # one topic, one size: the ACT's and the reader's must agree
+                if self.image_sizes.setdefault(camera, READER_IMAGE_SIZE) != READER_IMAGE_SIZE:
+                    raise ValueError(f"checkpoint {checkpoint} takes camera {camera!r} at "
+                                     f"{self.image_sizes[camera]}, but its yaw reader reads it at {READER_IMAGE_SIZE}")
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
@@ -236,7 +250,7 @@ class PolicyNode(Node):
         if not checkpoint:
             raise ValueError("parameter 'checkpoint' is empty: give a pretrained_model folder")
         trained = self.trained or {}
-        spec = FeatureSpec(cameras={} if self.reads_yaw else {c: trained.get(c, (0, 0)) for c in self.cameras},
+        spec = FeatureSpec(cameras={c: trained.get(c, (0, 0)) for c in self.act_cameras},
                            state_dim=len(self.joint_names))
         policy = ChunkPolicy.load(checkpoint, device=device, expect=spec)
         if self.reads_yaw:
@@ -377,6 +391,7 @@ class PolicyNode(Node):
         start was read from this node's clock (an arm's run), so stamps are checked against it."""
         with self._lock:
             self.episode_start_s, self.task = start_s, task
+            self._runs += 1  # a new run: the yaw is read again at its first observation
             self._run_on_clock, self._run_since = on_clock, time.monotonic()
             self.matcher.clear()
             self._newest_joints_s = -math.inf
@@ -453,19 +468,18 @@ class PolicyNode(Node):
         due = self._take_due()
         if due is None:
             return False
-        stamp, parts, task, target, run = due
+        stamp, parts, task, target, run, serial = due
+        started = time.perf_counter()  # the yaw read (a run's first answer) counts in the answer's time
         try:  # with the target where the selector found it, and the request (the task's kind), one-hot
             about = ()
             if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
                 tool = tool_point(parts["joints"]) if self.environment_layout != "target" else None
-                about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(run, parts, task))
-            images = {} if self.reads_yaw else {c: parts[c] for c in self.cameras}  # the reader's are not the ACT's
-            observation = build_observation(parts["joints"], images, *about)
+                about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(serial, parts, task))
+            observation = build_observation(parts["joints"], {c: parts[c] for c in self.act_cameras}, *about)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
             return False
-        started = time.perf_counter()
         chunk, _ = self.policy(observation, task)
         took = time.perf_counter() - started
         with self._lock:
@@ -480,20 +494,22 @@ class PolicyNode(Node):
         self._publish(so101.from_lerobot(chunk), stamp, started)
         return True
 
-    def _yaw(self, run: float, parts: dict, task: str) -> np.ndarray | None:
-        """target_tool_yaw: the yaw the reader read at the run's first answered observation (read now if this is
-        it), as the env reads it at reset; None for the other layouts. ValueError from the reader (a misshapen
-        image, a task that names no kind)."""
-        if not self.reads_yaw or self.environment_layout != "target_tool_yaw":
+    def _yaw(self, serial: int, parts: dict, task: str) -> np.ndarray | None:
+        """target_tool_yaw: the yaw the reader read at the first answered observation of run number `serial`
+        (read now if this is it), as the env reads it at reset, and held through the run (a clock jump included);
+        None for the other layouts. ValueError from the reader (a misshapen image, a task that names no kind).
+        On the inference thread only."""
+        if not self.reads_yaw:
             return None
-        if self._run_yaw is None or self._run_yaw[0] != run:
-            self._run_yaw = (run, self.yaw_reader.read({c: parts[c] for c in self.cameras}, requested_kind(task)))
+        if self._run_yaw is None or self._run_yaw[0] != serial:
+            images = {c: parts[c] for c in self.reader_cameras}
+            self._run_yaw = (serial, self.yaw_reader.read(images, requested_kind(task)))
         return self._run_yaw[1]
 
     def _take_due(self):
-        """The newest due, complete observation not yet answered, as (stamp, parts, task, target, run), marked
-        answered; None when there is none (or the target for this episode has not come). The policy is reset
-        here, before the first answer of a run."""
+        """The newest due, complete observation not yet answered, as (stamp, parts, task, target, run, run
+        number), marked answered; None when there is none (or the target for this episode has not come). The
+        policy is reset here, before the first answer of a run."""
         with self._lock:
             if self.episode_start_s is None:
                 return None
@@ -521,7 +537,7 @@ class PolicyNode(Node):
                 self.get_logger().info(f"answering again from t={stamp:.3f} s (after: {self._onset})")
                 self._onset = None
             self.answered_s, self._answered_in_run = stamp, True
-            due = (stamp, parts, self.task, target, self.episode_start_s)
+            due = (stamp, parts, self.task, target, self.episode_start_s, self._runs)
         if reset:
             self.policy.reset()
         return due

@@ -50,6 +50,10 @@ class PickObjectEnv(gym.Env):
         if render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be 'rgb_array', got {render_mode!r}")
         names = environment_state_names(environment_layout)  # ValueError naming the layouts for an unknown one
+        if environment_layout == "target_tool_yaw" and yaw_reader is None:  # before any pybullet client exists
+            raise ValueError("environment_layout 'target_tool_yaw' reads the requested object's yaw from the "
+                             "cameras: give yaw_reader= (act_node.vision.yaw.YawReader.load(), or build the env "
+                             "with act_node.envs.make_env, which does)")
         self.environment_layout = environment_layout
         self.object_count = objects
         self.table = TableTop(camera_specs(tuple(cameras), *image_size), fps, renderer)
@@ -62,10 +66,6 @@ class PickObjectEnv(gym.Env):
         self.selector = None if target_source == "truth" else (selector or Selector.load())
         self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
         if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.vision.yaw)
-            if yaw_reader is None:
-                raise ValueError("environment_layout 'target_tool_yaw' reads the requested object's yaw from the "
-                                 "cameras: give yaw_reader= (act_node.vision.yaw.YawReader.load(), or build the env "
-                                 "with act_node.envs.make_env, which does)")
             self.yaw_reader = yaw_reader
             self.yaw_rig = CameraRig(self.table.world, self.table.robot,
                                      camera_specs(YAW_READER_CAMERAS, *YAW_READER_IMAGE_SIZE))

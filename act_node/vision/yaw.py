@@ -116,8 +116,11 @@ class YawReader:
         for path in (config_path, head_path):
             if not path.is_file():
                 raise FileNotFoundError(f"yaw reader {folder}: no {path.name} (expected {CONFIG_FILE} and {HEAD_FILE})")
-        about = json.loads(config_path.read_text())
-        named = Path(about["backbone"])
+        try:
+            about = json.loads(config_path.read_text())
+            named = Path(about["backbone"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"yaw reader {folder}: {CONFIG_FILE} does not name its backbone ({error!r})") from None
         backbone_path = named if named.is_absolute() else models_dir() / named
         if not backbone_path.is_file():
             raise FileNotFoundError(f"yaw reader {folder}: its backbone {backbone_path} is missing")

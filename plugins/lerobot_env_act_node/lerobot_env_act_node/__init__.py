@@ -31,8 +31,9 @@ class ActNodePickEnv(EnvConfig):
     # loads). LeRobot makes the env without the policy, so auto cannot follow a camera checkpoint's dataset here
     # as act-sim eval does: give --env.renderer with what its meta/act_node_renderer.json says (missing: tiny)
     renderer: str = "auto"
-    # observation.environment_state's layout (act_node.observation): target (10) or target_tool (13, the tool
-    # relative to the target as well); like the renderer, give the one the checkpoint was trained on
+    # observation.environment_state's layout (act_node.observation): target (10), target_tool (13, the tool
+    # relative to the target as well) or target_tool_yaw (15, and the requested object's yaw, which the env reads
+    # from its cameras with models/yaw_reader); like the renderer, give the one the checkpoint was trained on
     environment_layout: str = "target"
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
