@@ -72,8 +72,8 @@ class GraphConfig:
     replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "
                                      "the expert)", low=0)
     camera_every: int = _argument(0, "ticks between camera images from the sim: 0 renders only what is consumed "
-                                  "(lockstep: the re-plan ticks the policy answers; realtime: after each chunk, when "
-                                  "the policy is free, and after a second without one), 1 every "
+                                  "(lockstep, and realtime with policy:=act: the re-plan ticks the policy answers; "
+                                  "realtime otherwise: after each chunk, and after a second without one), 1 every "
                                   "tick (for RViz's image display or a recorder); a video films every tick anyway",
                                   low=0)
     merge: str = _argument("replace", "chunk merge rule: replace, average, ensemble", choices=MERGE_RULES)
