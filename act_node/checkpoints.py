@@ -17,7 +17,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from act_node.table_frame import RENDERERS
+from act_node.table_frame import RENDERERS, environment_layout
 
 OBS_IMAGES = "observation.images"  # LeRobot's key prefix (lerobot.utils.constants), without importing lerobot
 # Which renderer drew a dataset's images: meta/<RENDERER_FILE> in a dataset (act-sim record writes it) and
@@ -67,6 +67,17 @@ def checkpoint_env_state_size(checkpoint: str | Path) -> int | None:
         return None if feature is None else int(feature["shape"][0])
     except (OSError, KeyError, ValueError, IndexError, TypeError, AttributeError) as error:
         raise ValueError(f"cannot read observation.environment_state from {config}: {error!r}") from None
+
+
+def checkpoint_layout(checkpoint: str | Path) -> str | None:
+    """The checkpoint's environment_state layout (act_node.table_frame.ENV_LAYOUTS) by its size; None when it takes
+    none, or when its config does not read or its size is none of the layouts (loading it then names what is
+    wrong)."""
+    try:
+        size = checkpoint_env_state_size(checkpoint)
+        return None if size is None else environment_layout(size)
+    except ValueError:
+        return None
 
 
 def checkpoint_n_action_steps(checkpoint: str | Path) -> int:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.checkpoints import checkpoint_env_state_size, checkpoint_n_action_steps, trained_renderer
+from act_node.checkpoints import checkpoint_layout, checkpoint_n_action_steps, trained_renderer
 from act_node.chunks import MERGE_RULES
-from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES, environment_layout
+from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -182,13 +182,7 @@ class GraphConfig:
         """The environment_state layout the env builds (act_node.observation): the checkpoint's, by its size; the
         first layout for the expert, or for a checkpoint whose config does not read or whose size is none of them
         (loading it then names what is wrong)."""
-        if self.policy == "act":
-            try:
-                size = checkpoint_env_state_size(self.checkpoint)
-                return environment_layout(size) if size is not None else ENV_LAYOUTS[0]
-            except ValueError:
-                pass
-        return ENV_LAYOUTS[0]
+        return (checkpoint_layout(self.checkpoint) if self.policy == "act" else None) or ENV_LAYOUTS[0]
 
     def env_kwargs(self) -> dict:
         """PickObjectEnv's keyword arguments."""

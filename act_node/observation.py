@@ -126,6 +126,14 @@ def requested_kind(task: str) -> str:
 # cameras once an episode; the caller gives them too.
 
 
+def _finite(value, size: int) -> np.ndarray | None:
+    """`value` as `size` finite float64 numbers, or None when it is missing, of another size or not finite."""
+    if value is None:
+        return None
+    array = np.asarray(value, dtype=np.float64).reshape(-1)
+    return array if array.shape == (size,) and np.all(np.isfinite(array)) else None
+
+
 def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target", yaw=None):
     """environment_state for a target at `target_xy` (table frame, metres) of the requested kind, in `layout`
     ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres; "target_tool_yaw" that and the
@@ -144,15 +152,15 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     state[2 + kind_index(request)] = 1.0
     if layout == "target":
         return state
-    tcp = None if tool_xyz is None else np.asarray(tool_xyz, dtype=np.float64).reshape(-1)
-    if tcp is None or tcp.shape != (3,) or not np.all(np.isfinite(tcp)):
+    tcp = _finite(tool_xyz, 3)
+    if tcp is None:
         raise ValueError(f"environment_state {layout!r} needs the tool centre point (x, y, z in metres, finite), "
                          f"got {tool_xyz!r}")
     state = np.r_[state, tcp[0] - xy[0], tcp[1] - xy[1], tcp[2]].astype(np.float32)
     if layout == "target_tool":
         return state
-    turn = None if yaw is None else np.asarray(yaw, dtype=np.float64).reshape(-1)
-    if turn is None or turn.shape != (2,) or not np.all(np.isfinite(turn)):
+    turn = _finite(yaw, 2)
+    if turn is None:
         raise ValueError(f"environment_state {layout!r} needs the requested object's yaw (cos k*yaw, sin k*yaw: two "
                          f"finite numbers, act_node.vision.yaw), got {yaw!r}")
     return np.r_[state, turn].astype(np.float32)

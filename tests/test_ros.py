@@ -41,9 +41,19 @@ class Probe(Node):
         self.chunks: list[JointTrajectory] = []
         self.create_subscription(JointTrajectory, "/act/action_chunk", self.chunks.append, RELIABLE)
 
-    def observe(self, stamp: float, encoding="rgb8", size=TINY_IMAGE, joints=None, names=so101.JOINT_NAMES):
+    def begin(self, node, stamp: float, task: str) -> None:
+        """Start a run at `stamp` (episode/start with the task, the target at (0.5, 0.25)); wait until `node` has
+        both."""
+        self.start.publish(Header(stamp=messages.to_time(stamp), frame_id=json.dumps({"task": task})))
+        self.target.publish(messages.point_message((0.5, 0.25), stamp))
+        assert wait_for(lambda: node.episode_start_s == stamp and node.target is not None and node.target[0] == stamp)
+
+    def observe(self, stamp: float, encoding="rgb8", size=TINY_IMAGE, joints=None, names=so101.JOINT_NAMES,
+                images=None):
+        """Both cameras (gray frames of `size`, or `images[camera]`) and the joint states, all at `stamp`."""
         for camera, publisher in self.images.items():
-            image = messages.image_message(np.full((*size, 3), 90, np.uint8), stamp, f"{camera}_optical")
+            pixels = np.full((*size, 3), 90, np.uint8) if images is None else images[camera]
+            image = messages.image_message(pixels, stamp, f"{camera}_optical")
             image.encoding = encoding
             publisher.publish(image)
         positions = np.zeros(6) if joints is None else joints
@@ -69,9 +79,7 @@ def policy(ros, tiny_checkpoint):
     ros.add_node(probe)
     wait_for(lambda: probe.count_subscribers("/joint_states") > 0 and probe.count_publishers("/act/action_chunk") > 0)
     time.sleep(0.5)
-    probe.start.publish(Header(stamp=messages.to_time(10.0), frame_id=json.dumps({"task": "pick up the cup"})))
-    probe.target.publish(messages.point_message((0.5, 0.25), 10.0))
-    assert wait_for(lambda: node.episode_start_s == 10.0 and node.target is not None)
+    probe.begin(node, 10.0, "pick up the cup")
     yield node, probe
     retire(ros, node, probe)
 
@@ -92,9 +100,7 @@ def test_a_target_tool_checkpoint_is_fed_the_tool_relative_to_the_target(ros, ti
     try:
         assert node.environment_layout == "target_tool" and node.cameras == []
         assert wait_for(lambda: probe.count_subscribers("/joint_states") > 0)
-        probe.start.publish(Header(stamp=messages.to_time(80.0), frame_id=json.dumps({"task": "pick up the cup"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 80.0))
-        assert wait_for(lambda: node.episode_start_s == 80.0 and node.target is not None)
+        probe.begin(node, 80.0, "pick up the cup")
         joints = np.array([0.2, -0.4, 0.5, 0.3, -0.1, 0.2])
         state = messages.joint_state_message(joints, np.zeros(6), 80.5)
         state.name = list(so101.JOINT_NAMES)
@@ -134,18 +140,8 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
     try:
         assert node.environment_layout == "target_tool_yaw" and node.cameras == list(READER_CAMERAS)
         assert wait_for(lambda: all(probe.count_subscribers(f"/camera/{c}/image_raw") > 0 for c in READER_CAMERAS))
-        probe.start.publish(Header(stamp=messages.to_time(90.0), frame_id=json.dumps({"task": "pick up the pen"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 90.0))
-        assert wait_for(lambda: node.episode_start_s == 90.0 and node.target is not None)
-
-        def observe(stamp, images):
-            for camera in READER_CAMERAS:
-                probe.images[camera].publish(messages.image_message(images[camera], stamp, f"{camera}_optical"))
-            state = messages.joint_state_message(joints, np.zeros(6), stamp)
-            state.name = list(so101.JOINT_NAMES)
-            probe.joints.publish(state)
-
-        observe(90.5, first["pixels"])
+        probe.begin(node, 90.0, "pick up the pen")
+        probe.observe(90.5, images=first["pixels"], joints=joints)
         assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from the target_tool_yaw checkpoint"
         fed = spy.fed[-1]
         assert fed["pixels"] == {} and fed["environment_state"].shape == (15,)
@@ -155,7 +151,7 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
         assert yaw_error_deg(read, symmetric_yaw("pen", pen.yaw), 2) < 15
         # later in the run the cameras show something else: the yaw read at the run's start stays
         count = len(probe.chunks)
-        observe(91.0, {c: np.full((*READER_IMAGE_SIZE, 3), 90, np.uint8) for c in READER_CAMERAS})
+        probe.observe(91.0, size=READER_IMAGE_SIZE, joints=joints)
         assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
         assert spy.fed[-1]["environment_state"][-2:] == pytest.approx(read, abs=1e-6)
         # the next run reads again, from its own first observation (another scene, its pen another way)
@@ -165,11 +161,9 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
         env.close()
         again = node.yaw_reader.read(second["pixels"], "pen")
         assert yaw_error_deg(again, read, 2) > 10  # the two scenes' pens lie differently
-        probe.start.publish(Header(stamp=messages.to_time(95.0), frame_id=json.dumps({"task": "pick up the pen"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 95.0))
-        assert wait_for(lambda: node.episode_start_s == 95.0 and node.target[0] == 95.0)
+        probe.begin(node, 95.0, "pick up the pen")
         count = len(probe.chunks)
-        observe(95.5, second["pixels"])
+        probe.observe(95.5, images=second["pixels"], joints=joints)
         assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
         assert spy.fed[-1]["environment_state"][-2:] == pytest.approx(again, abs=1e-6)
     finally:
@@ -212,14 +206,8 @@ def test_a_camera_checkpoint_of_the_yaw_layout_gets_its_camera_and_the_readers_y
         assert node.environment_layout == "target_tool_yaw"
         assert node.act_cameras == ["wrist"] and sorted(node.cameras) == ["front", "wrist"]
         assert wait_for(lambda: all(probe.count_subscribers(f"/camera/{c}/image_raw") > 0 for c in READER_CAMERAS))
-        probe.start.publish(Header(stamp=messages.to_time(100.0), frame_id=json.dumps({"task": "pick up the pen"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 100.0))
-        assert wait_for(lambda: node.episode_start_s == 100.0 and node.target is not None)
-        for camera in READER_CAMERAS:
-            probe.images[camera].publish(messages.image_message(first["pixels"][camera], 100.5, f"{camera}_optical"))
-        state = messages.joint_state_message(joints, np.zeros(6), 100.5)
-        state.name = list(so101.JOINT_NAMES)
-        probe.joints.publish(state)
+        probe.begin(node, 100.0, "pick up the pen")
+        probe.observe(100.5, images=first["pixels"], joints=joints)
         assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk from the camera checkpoint of the yaw layout"
         fed = spy.fed[-1]
         assert list(fed["pixels"]) == ["wrist"] and np.array_equal(fed["pixels"]["wrist"], first["pixels"]["wrist"])
@@ -270,9 +258,7 @@ def test_a_checkpoint_without_images_answers_from_joints_and_target_alone(ros, t
     try:
         assert node.cameras == [] and not [s.topic_name for s in node.subscriptions if "camera" in s.topic_name]
         assert wait_for(lambda: probe.count_subscribers("/joint_states") > 0)
-        probe.start.publish(Header(stamp=messages.to_time(70.0), frame_id=json.dumps({"task": "pick up the cup"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 70.0))
-        assert wait_for(lambda: node.episode_start_s == 70.0 and node.target is not None)
+        probe.begin(node, 70.0, "pick up the cup")
         state = messages.joint_state_message(np.zeros(6), np.zeros(6), 70.5)
         state.name = list(so101.JOINT_NAMES)
         probe.joints.publish(state)  # joints only: no image is sent
@@ -305,9 +291,7 @@ def test_the_target_and_the_tasks_request_enter_as_environment_state(policy):
     try:
         for start, task in ((40.0, "fetch me a coffee"), (50.0, "pick up the cup")):
             probe.chunks.clear()
-            probe.start.publish(Header(stamp=messages.to_time(start), frame_id=json.dumps({"task": task})))
-            probe.target.publish(messages.point_message((0.5, 0.25), start))
-            assert wait_for(lambda s=start: node.episode_start_s == s and node.target[0] == s)
+            probe.begin(node, start, task)
             probe.observe(start + 0.5)
             if task == "fetch me a coffee":  # no kind to request: logged, nothing inferred or sent
                 time.sleep(1.0)
@@ -316,9 +300,7 @@ def test_the_target_and_the_tasks_request_enter_as_environment_state(policy):
         assert np.array_equal(spy.fed[-1]["environment_state"], environment_state((0.5, 0.25), "cup"))
     finally:
         node.policy = spy.policy
-        probe.start.publish(Header(stamp=messages.to_time(10.0), frame_id=json.dumps({"task": "pick up the cup"})))
-        probe.target.publish(messages.point_message((0.5, 0.25), 10.0))
-        assert wait_for(lambda: node.episode_start_s == 10.0 and node.target[0] == 10.0)
+        probe.begin(node, 10.0, "pick up the cup")
 
 
 class Slow(Recording):

@@ -16,13 +16,13 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from act_node.checkpoints import checkpoint_cameras, checkpoint_env_state_size
+from act_node.checkpoints import checkpoint_cameras, checkpoint_layout
 from act_node.config import FPS
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
-from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE, environment_state_names
+from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
 
 def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
@@ -30,7 +30,7 @@ def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
     target_tool_yaw layout that takes no image, the yaw reader's size for its cameras); ValueError naming what
     lacks."""
     cameras = checkpoint_cameras(checkpoint)  # ValueError naming the file when it cannot be read
-    if not cameras and checkpoint_env_state_size(checkpoint) == len(environment_state_names("target_tool_yaw")):
+    if not cameras and checkpoint_layout(checkpoint) == "target_tool_yaw":
         cameras = {name: YAW_READER_IMAGE_SIZE for name in YAW_READER_CAMERAS}
     if camera not in cameras:
         raise ValueError(f"checkpoint {checkpoint} has no camera {camera!r} (it has {sorted(cameras)})")

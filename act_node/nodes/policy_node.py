@@ -41,7 +41,7 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.checkpoints import checkpoint_env_state_size, readable_checkpoint_cameras, trained_renderer
+from act_node.checkpoints import checkpoint_layout, readable_checkpoint_cameras, trained_renderer
 from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.description import tool_point
 from act_node.nodes.chunk_path import ChunkPath
@@ -61,7 +61,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher, build_observation, environment_layout, requested_kind
+from act_node.observation import ObservationMatcher, build_observation, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 POLICY_PARAMETERS = (
@@ -113,16 +113,6 @@ class PolicyStats:
 STOP_INFERENCE_S = 10.0
 
 
-def _layout_of(checkpoint: str) -> str | None:
-    """The checkpoint's environment_state layout by its size; None when it has none or cannot be read (loading
-    it then says what is wrong)."""
-    try:
-        size = checkpoint_env_state_size(checkpoint)
-        return None if size is None else environment_layout(size)
-    except ValueError:
-        return None
-
-
 class PolicyNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
@@ -141,7 +131,7 @@ class PolicyNode(Node):
         # a checkpoint in the target_tool_yaw layout reads the requested object's yaw from the yaw reader's cameras
         # (act_node.vision.yaw) at each run's first observation, whether or not it takes images itself: the node
         # subscribes to the checkpoint's cameras and the reader's, and feeds the ACT only its own
-        self.reads_yaw = _layout_of(checkpoint) == "target_tool_yaw"
+        self.reads_yaw = checkpoint_layout(checkpoint) == "target_tool_yaw"
         self.yaw_reader = None  # loaded on the inference thread, beside the policy
         self._runs = 0  # runs begun (begin()): the yaw read belongs to one
         self._run_yaw: tuple[int, np.ndarray] | None = None  # (run number, the yaw read at its first observation)

@@ -25,7 +25,6 @@ zeros for a round kind. Read once an episode, at its first observation, before a
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import time
@@ -39,6 +38,7 @@ from torch import nn
 
 from act_node.paths import models_dir
 from act_node.table_frame import KIND_NAMES, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE, kind_index
+from act_node.vision.cache import file_sha256, images_to_tensor
 
 READER_CAMERAS = YAW_READER_CAMERAS
 READER_IMAGE_SIZE = YAW_READER_IMAGE_SIZE  # (height, width): the encoder's and the recipe's
@@ -91,14 +91,6 @@ class YawHead(nn.Module):
         return (cells[:, :, 1:] * weights[:, :, None]).sum(-1)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class YawReader:
     """The encoder's backbone and the yaw head: camera images at reset -> the requested kind's yaw numbers."""
 
@@ -124,7 +116,7 @@ class YawReader:
         backbone_path = named if named.is_absolute() else models_dir() / named
         if not backbone_path.is_file():
             raise FileNotFoundError(f"yaw reader {folder}: its backbone {backbone_path} is missing")
-        if about.get("backbone_sha256") and _sha256(backbone_path) != about["backbone_sha256"]:
+        if about.get("backbone_sha256") and file_sha256(backbone_path) != about["backbone_sha256"]:
             raise ValueError(f"yaw reader {folder} was trained on another backbone than {backbone_path} (sha256 "
                              f"differs): its head reads that backbone's maps only")
         head = YawHead()
@@ -148,7 +140,7 @@ class YawReader:
             if image.shape != (*READER_IMAGE_SIZE, 3) or image.dtype != np.uint8:
                 raise ValueError(f"the yaw reader reads {camera!r} images of {(*READER_IMAGE_SIZE, 3)} uint8, got "
                                  f"{image.shape} {image.dtype}")
-            tensors.append(torch.from_numpy(image).permute(2, 0, 1)[None].float().div_(255.0))
+            tensors.append(images_to_tensor(image[None]))
         return torch.stack([self.backbone(t)["feature_map"] for t in tensors], 1)
 
     @torch.no_grad()
@@ -256,7 +248,7 @@ def train(data_dir: Path, out: Path, backbone_path: Path, epochs: int = 30, seed
         backbone_name = str(backbone_path.resolve().relative_to(models_dir().resolve()))
     except ValueError:
         backbone_name = str(backbone_path.resolve())
-    about = {"backbone": backbone_name, "backbone_sha256": _sha256(backbone_path), "cameras": list(READER_CAMERAS),
+    about = {"backbone": backbone_name, "backbone_sha256": file_sha256(backbone_path), "cameras": list(READER_CAMERAS),
              "image_size": list(READER_IMAGE_SIZE), "epochs": epochs, "seed": seed, "train_scenes": len(maps),
              "train_seeds_from": [int(part["first_seed"]) for part in parts], "val_scenes": len(held_out["maps"]),
              "val_seeds_from": int(held_out["first_seed"]), "train_seconds": round(time.monotonic() - started, 1),
