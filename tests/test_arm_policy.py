@@ -94,7 +94,8 @@ def test_so101_graph_has_the_arm_cameras_and_a_policy_running_from_the_start():
         describe(robot="ur5")
     with pytest.raises(ValueError, match="needs checkpoint:=<a policy trained on your arm>"):
         describe(robot="so101", port="/dev/x")  # policy:=act by default, and the shipped model is the sim's
-    assert describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[-1].name == "act_policy"
+    policy = describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[-1]
+    assert policy.name == "act_policy" and policy.parameters["infer"] == "every_n"
 
 
 def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_checkpoint, tmp_path):
@@ -110,8 +111,11 @@ def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_che
     with SimulatedBus(calibration(), start_rad=START_RAD) as bus:
         arm = ArmNode(parameter_overrides=[Parameter("port", value=bus.port), Parameter("robot_id", value=ROBOT_ID),
                                            Parameter("calibration_dir", value=str(tmp_path))])
+        # every_n, as describe_so101 runs it: one answer each replan_every ticks of the arm's joint states
         policy = PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(tiny_checkpoint)),
-                                                 Parameter("infer", value="latest"), Parameter("skew_s", value=0.03),
+                                                 Parameter("infer", value="every_n"),
+                                                 Parameter("replan_every", value=10),
+                                                 Parameter("skew_s", value=0.03),
                                                  Parameter("run_on_start", value=True),
                                                  Parameter("task", value="pick up the cup")])
         cameras = Operator()  # here only its camera and target publishers
@@ -130,6 +134,9 @@ def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_che
             assert wait_for(frames_until_applied, 30.0), (arm.control.ledger, policy.target,
                                                            {k: len(v) for k, v in policy.matcher.buffers.items()})
             assert wait_for(lambda: len(goal_writes(bus)) > 6 * 10)
+            stamps = sorted({messages.seconds_of(chunk.header.stamp) for chunk in cameras.chunks})
+            blocks = [round((s - policy.episode_start_s) * policy.fps) // 10 for s in stamps]
+            assert len(stamps) >= 3 and len(set(blocks)) == len(blocks), f"not one answer a block of 10: {blocks}"
             cameras.run.publish(String(data=""))  # end the run before retiring (see the test above)
             assert wait_for(lambda: policy.episode_start_s is None)
             time.sleep(0.3)

@@ -289,6 +289,27 @@ def test_a_policy_late_to_its_run_answers_the_tick_the_sim_waits_on_then_keeps_t
         retire(ros, node, probe)
 
 
+def test_a_block_whose_first_tick_is_missing_is_answered_at_its_next(ros, tiny_checkpoint):
+    """every_n on an arm: the joint states come on a wall-clock timer, and a tick late past half a period rounds
+    to the next. The block's next observation is answered (tick 31 for the missing 30), not nothing until tick
+    60; one answer a block all the same (ticks 29 and 45 are not)."""
+    node, probe = policy_node(tiny_checkpoint, namespace="jitter", replan_every=30), Probe("jitter_probe", "/jitter")
+    try:
+        start(ros, node, probe, 700.0)
+        tick = lambda k: round(700.0 + k / 30, 6)  # noqa: E731
+        probe.observe(tick(0))
+        assert answered(probe, tick(0))
+        probe.observe(tick(29))
+        probe.observe(tick(31))
+        assert answered(probe, tick(31)), "the block of ticks 30-59 is not answered without its tick 30"
+        probe.observe(tick(45))
+        probe.observe(tick(60))
+        assert answered(probe, tick(60))
+        assert sorted(set(probe.chunks)) == pytest.approx([tick(0), tick(31), tick(60)]), "more than one answer a block"
+    finally:
+        retire(ros, node, probe)
+
+
 def test_a_stopping_node_sends_a_last_report_with_its_totals(ros, tiny_checkpoint):
     """The report of up to a second before is not the end: a node that stops sends its totals once more, so a
     monitor (or the soak bench, counting chunks sent against received) sees every chunk it sent."""

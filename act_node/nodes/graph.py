@@ -232,7 +232,9 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
-            "threads": config.threads, "replan_every": replan, "infer": "latest", "run_on_start": True,
+            # every_n, as in the sim: one answer each replan_every ticks of the arm's own joint states, the
+            # n_action_steps the checkpoint trained with (answering whenever free re-plans every tick or two)
+            "threads": config.threads, "replan_every": replan, "infer": "every_n", "run_on_start": True,
             "task": robot["task"]},
             remappings=target)
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus

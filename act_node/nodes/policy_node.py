@@ -1,10 +1,11 @@
 """Policy node: camera images + joint states (+ the target) -> one ACT action chunk per answered observation.
 
 Observations are matched by header stamps (within `skew_s`), never by arrival order. In `every_n` mode
-it answers the observations `replan_every` ticks apart from the episode's start (lockstep: the sim
-waits for exactly those); in `latest` mode it answers the newest complete observation whenever it is
-free (realtime). Chunks go out in radians, `time_from_start` = k / fps, stamped with the observation's
-stamp. Bad messages are logged and dropped; nothing is inferred from them.
+(the default, and what the sim and arm graphs run) it answers one observation in each block of `replan_every`
+ticks from the episode's start, the block's first it has (lockstep: the sim waits for exactly those); in
+`latest` mode it answers the newest complete observation whenever it is free. Chunks go out in radians,
+`time_from_start` = k / fps, stamped with the observation's stamp. Bad messages are logged and dropped; nothing
+is inferred from them.
 
 Inference runs on the node's own thread, never in a subscription callback: the callbacks only store
 (images and joints keep arriving while the policy thinks) and wake it; it then answers the newest
@@ -74,8 +75,9 @@ POLICY_PARAMETERS = (
     Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
     Spec("skew_s", 0.01, "seconds by which images and joints of one observation may differ in stamp", low=0.0,
          high=1.0),
-    Spec("infer", "every_n", "every_n: answer the observations replan_every ticks apart (lockstep); latest: the "
-         "newest whenever free (realtime)", choices=("every_n", "latest")),
+    Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, as the checkpoint's "
+         "n_action_steps ran in training (the sim under both clocks, an arm); latest: the newest whenever free",
+         choices=("every_n", "latest")),
     from_config("replan_every"),
     Spec("use_target", True, "feed target/point and the task's requested kind as environment_state when the "
          "checkpoint takes it"),
@@ -445,13 +447,20 @@ class PolicyNode(Node):
     def _tick(self, stamp: float) -> int:
         return round((stamp - self.episode_start_s) * self.fps)
 
+    def _slot(self, stamp: float) -> float:
+        """every_n: the block of replan_every ticks (from the run's start) a stamp falls in; latest: the stamp."""
+        return stamp if self.infer_mode == "latest" else self._tick(stamp) // self.replan_every
+
     def _due(self, stamp: float) -> bool:
-        """every_n: the ticks replan_every apart from the run's start; but before the run's first answer, any
-        tick. A lockstep sim holds a tick each lockstep_timeout_s while nothing answers: a policy that comes up
-        after that (a checkpoint loading slower than the timeout on a busy machine, or started after the sim,
-        as ros2 launch may) answers the tick the sim waits on, instead of waiting for the next multiple of
-        replan_every while the sim holds one tick each timeout (five minutes at 30 ticks and 10 s)."""
-        return self.infer_mode == "latest" or not self._answered_in_run or self._tick(stamp) % self.replan_every == 0
+        """every_n: an observation in a later block of replan_every ticks than the last answer's, so the answers
+        stand replan_every ticks apart as the checkpoint's n_action_steps were in training. A lockstep sim waits on
+        each block's first tick, so that one is answered; on an arm, whose joint states come on a wall-clock timer,
+        a block's first tick may be late or missing, and the block's next observation is answered instead of
+        none until the block after. Before the run's first answer, any tick: a lockstep sim holds a tick each
+        lockstep_timeout_s while nothing answers, and a policy that comes up after that (a checkpoint loading
+        slower than the timeout on a busy machine, or started after the sim, as ros2 launch may) answers the tick
+        the sim waits on, instead of waiting for the next block while the sim holds one tick each timeout."""
+        return not self._answered_in_run or self._slot(stamp) > self._slot(self.answered_s)
 
     def try_answer(self) -> bool:
         """Answer the newest due observation, if there is one (on the inference thread); whether it did."""
@@ -520,7 +529,8 @@ class PolicyNode(Node):
                 self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
                 return None
             reset, self._reset_policy = self._reset_policy, False
-            passed = sum(1 for s, _ in self.matcher.buffers["joints"] if self.answered_s < s < stamp and self._due(s))
+            passed = len({self._slot(s) for s, _ in self.matcher.buffers["joints"]
+                          if self.answered_s < s < stamp and self._due(s)} - {self._slot(stamp)})
             self.stats.skipped += max(0, passed - self._refused_since_answer)
             self._refused_since_answer, self._waiting_since = 0, None
             if self._onset is not None:
