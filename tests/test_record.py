@@ -349,28 +349,3 @@ def test_the_sampler_places_objects_only_where_a_grasp_exists(monkeypatch):
     for _ in range(30):
         scene = scene_module.sample_scene(rng, 4)
         assert all(np.hypot(*(o.xy - ARM_BASE_XY)) >= 0.16 for o in scene.objects)
-
-
-def test_the_grasp_is_the_targets_choice_unless_a_neighbour_is_in_the_way():
-    """A ball can be taken from six sides. With room around it, the planner takes the one with the wrist least
-    rolled, whatever its own yaw and whatever else stands on the table (a policy given the target, not the
-    neighbours, can learn that choice); a neighbour where the open jaws would go moves the grasp to a side with
-    room."""
-    from act_node.config import FPS
-    from act_node.tabletop.objects import kind
-    from act_node.tabletop.planner import Neighbour, plan_pick
-    from act_node.tabletop.table import HOME_LEROBOT
-    from act_node.tabletop.world import ARM_BASE_XY
-
-    ball, xy = kind("ball"), ARM_BASE_XY + np.array([0.0, 0.2])
-    alone = plan_pick(HOME_LEROBOT, xy, ball, 0.0, [], FPS)
-    for yaw in (0.3, 1.0, 2.5):  # nor its own yaw, which no image shows
-        assert np.allclose(plan_pick(HOME_LEROBOT, xy, ball, yaw, [], FPS), alone, atol=1e-4), yaw
-    for side in np.radians([0, 60, 120, 180, 240, 300]):  # a cube 10 cm away, all around: room everywhere
-        far = [Neighbour(xy + 0.1 * np.array([np.cos(side), np.sin(side)]), kind("cube").footprint_m)]
-        assert np.array_equal(plan_pick(HOME_LEROBOT, xy, ball, 0.0, far, FPS), alone), np.degrees(side)
-    moved = 0
-    for side in np.radians(np.arange(0, 360, 30)):  # a cube 4 cm away: somewhere it is where the jaws go
-        near = [Neighbour(xy + 0.04 * np.array([np.cos(side), np.sin(side)]), kind("cube").footprint_m)]
-        moved += not np.array_equal(plan_pick(HOME_LEROBOT, xy, ball, 0.0, near, FPS), alone)
-    assert 0 < moved < 12

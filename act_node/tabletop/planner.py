@@ -4,8 +4,7 @@ the scene sampler (which asks it what it can reach).
 Plan (table frame, tool pointing down): swing above the target with the jaws open (joint space), go down to the
 grasp height, close, lift 8 cm while drawing the object toward a comfortable reach, hold. It reads the target
 (x, y), the joints, and the object's kind, yaw and neighbours: the pen and the key must be taken across their
-narrow side. Where it may choose, it chooses by what a policy is given (the target and the yaw of the kinds
-whose yaw matters), and by the neighbours only where they stand in the way.
+narrow side.
 """
 
 from __future__ import annotations
@@ -36,11 +35,6 @@ JAW_THICKNESS_M = 0.011  # a jaw's thickness, plus a little
 TILT_LEVER_M = 0.035  # how far along the jaw a tilt matters: tips below the tcp, faces above it
 CLEAR_ABOVE_M = 0.03  # jaw tips above the object's top on the way in
 ANY_DIRECTION_CANDIDATES = 12
-# the open jaws' distance from every other object (metres) at which the grasp with the wrist least rolled is
-# taken; below it, the grasp with the most room. The policy sees the target and the request, not the other
-# objects: a choice made by their places is one it cannot learn, and an ACT that averages the sides it cannot
-# tell apart puts a jaw on top of a ball (results/act_grasp)
-ROOM_M = 0.01
 CLOSED = 0.0  # gripper command when squeezing: the jaw pushes until the object stops it
 # phase durations in seconds
 SWING_S, DESCEND_S, CLOSE_S, SETTLE_S, LIFT_S = 1.4, 1.1, 0.4, 0.3, 1.0
@@ -72,10 +66,8 @@ def plan_pick(start: np.ndarray, target_xy: np.ndarray, kind: ObjectKind, yaw: f
               neighbours: list[Neighbour], fps: float) -> np.ndarray:
     """The whole pick as joint targets (steps, 6) in LeRobot units, from the joints at `start` (6,).
     Of the grasps that take the object (closing directions by its symmetry, the fixed jaw on either side),
-    the first whose every pose is in reach, taking the gripper as it usually stands first, then those that
-    leave ROOM_M to the neighbours before those that do not, then the wrist least rolled (a choice the target
-    and the object's yaw make, not the neighbours), then the most room. Raises kinematics.Unreachable when
-    none is."""
+    the first whose every pose is in reach, taking the gripper as it usually stands first and the most
+    room from the neighbours next. Raises kinematics.Unreachable when none is."""
     start = np.asarray(start, dtype=np.float64)
     # the jaw tips reach 2.5 cm past the tcp: low objects are taken with the tips just above the table
     grasp_z = max(kind.grasp_height_m, JAW_BELOW_TCP_M + TIP_ABOVE_TABLE_M)
@@ -89,17 +81,15 @@ def plan_pick(start: np.ndarray, target_xy: np.ndarray, kind: ObjectKind, yaw: f
     grasps = []
     for flipped in (False, True):  # the gripper half a turn about the tool axis: only where needed
         options = []
-        for closing in _closing_yaws(kind, yaw, centre):
+        for closing in _closing_yaws(kind, yaw):
             try:
-                tcp, closing_yaw, room = _place_jaws(centre, closing, kind.width_m, grasp_z, open_cmd, tilt,
-                                                     neighbours, flipped)
-                roll = abs(_tool_ik(np.array([*tcp, grasp_z]), closing_yaw, tilt, flipped)[4])
-                options.append((tcp, closing_yaw, room, flipped, roll))
+                options.append(_place_jaws(centre, closing, kind.width_m, grasp_z, open_cmd, tilt, neighbours,
+                                           flipped) + (flipped,))
             except kinematics.Unreachable:
                 continue
-        grasps += sorted(options, key=lambda option: (option[2] < ROOM_M, round(option[4], 6), -option[2]))
+        grasps += sorted(options, key=lambda option: -option[2])
     errors = []
-    for tcp, closing_yaw, _, flipped, _ in grasps:
+    for tcp, closing_yaw, _, flipped in grasps:
         try:
             return _pick_steps(start, tcp, closing_yaw, flipped, tilt, grasp_z, above_z, open_cmd, fps)
         except kinematics.Unreachable as error:
@@ -137,15 +127,11 @@ def _pick_steps(start: np.ndarray, tcp: np.ndarray, closing_yaw: float, flipped:
     return np.array(steps, dtype=np.float32)
 
 
-def _closing_yaws(kind: ObjectKind, yaw: float, centre: np.ndarray) -> list[float]:
-    """Closing directions (arm frame) that take an object of this kind standing at `yaw` at `centre` (arm frame),
-    by its symmetry. A round object's start from the one whose wrist is not rolled over its centre: its own yaw,
-    which nothing shows, then chooses nothing."""
-    if not kind.grasp_turns:
-        unrolled = math.atan2(centre[1], centre[0]) + math.pi / 2  # kinematics.top_down_ik's roll 0 there
-        return [unrolled + k * 2 * math.pi / ANY_DIRECTION_CANDIDATES for k in range(ANY_DIRECTION_CANDIDATES)]
+def _closing_yaws(kind: ObjectKind, yaw: float) -> list[float]:
+    """Closing directions (arm frame) that take an object of this kind standing at `yaw`, by its symmetry."""
     across = yaw + math.pi / 2 - ARM_BASE_YAW  # across the object's narrow side
-    return [across + k * 2 * math.pi / kind.grasp_turns for k in range(kind.grasp_turns)]
+    turns = kind.grasp_turns or ANY_DIRECTION_CANDIDATES
+    return [across + k * 2 * math.pi / turns for k in range(turns)]
 
 
 def _place_jaws(centre: np.ndarray, closing_yaw: float, width: float, grasp_z: float, open_cmd: float,
