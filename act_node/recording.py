@@ -264,7 +264,9 @@ class Recorder:
         self.episodes: list[Episode] = []  # the one running last; ended ones before it until written
         self.recent: deque[tuple[str, float, object]] = deque(
             maxlen=2 * int(settings.fps) * (2 + len(settings.cameras)))
-        self.target: tuple[float, np.ndarray] | None = None
+        # the target points heard, newest last: an episode's frames take the newest of its own (the next
+        # episode's can come before the last frames of this one are written, and must not be theirs)
+        self.targets: deque[tuple[float, np.ndarray]] = deque(maxlen=64)
         self.writer: DemonstrationWriter | None = None
         self.saved, self.dropped = 0, 0
 
@@ -288,7 +290,18 @@ class Recorder:
 
     def set_target(self, stamp_s: float, xy: np.ndarray) -> None:
         with self.lock:
-            self.target = (stamp_s, np.asarray(xy, float))
+            self.targets.append((stamp_s, np.asarray(xy, float)))
+
+    @property
+    def target(self) -> tuple[float, np.ndarray] | None:
+        """The newest target point heard (stamp, xy), or None."""
+        return self.targets[-1] if self.targets else None
+
+    def _target_of(self, index: int) -> tuple[float, np.ndarray] | None:
+        """The newest target point stamped in episode `index`'s time: from its start, before the next one's."""
+        start = self.episodes[index].start_s - 1e-6
+        end = self.episodes[index + 1].start_s - 1e-6 if index + 1 < len(self.episodes) else math.inf
+        return next((t for t in reversed(self.targets) if start <= t[0] < end), None)
 
     # --- episodes ------------------------------------------------------------------------------------------
     def begin(self, task: str, start_s: float, seed: int | None = None, renderer: str | None = None) -> None:
@@ -339,8 +352,8 @@ class Recorder:
                 done = due  # its result did not come in time: dropped
             else:
                 done = episode.end == "discard" or (episode.end is not None and (due or self._all_in(episode)))
-            target = self.target
-            fresh = target is not None and target[0] >= episode.start_s - 1e-6
+            target = self._target_of(0)
+            fresh = target is not None
             if use_target and not fresh and not done:
                 return False  # its frames wait for the episode's target point
             waiting = episode.end in ("discard", OVERTAKEN) or (use_target and not fresh)

@@ -186,3 +186,25 @@ def test_a_start_that_overtakes_the_last_result_keeps_both_episodes_and_one_with
                     "pick up the box (seed 3): episode not kept: the next episode started and its result never came"]
     recorder.close()
     assert LeRobotDataset("local/test", root=tmp_path / "data").meta.total_frames == 16
+
+
+def test_an_episodes_frames_take_its_own_target_when_the_next_ones_comes_first(tmp_path):
+    """The next episode's target point can come before this episode's last frames are written (a bag of the graph
+    did, under load, from its 62nd frame on): every frame of an episode takes the target of its own time."""
+    said, now = [], [0.0]
+    settings = RecorderSettings(tmp_path / "data", "local/test", robot_type="so101_follower", image_writer_threads=0)
+    recorder = Recorder(settings, lambda text, error: said.append(text), lambda: now[0])
+    recorder.begin("pick up the cup", 0.0, seed=1)
+    recorder.set_target(0.0, np.array([0.55, 0.29]))
+    feed(recorder, range(10))
+    recorder.end(result(1, 10), seed=1)
+    recorder.begin("pick up the pen", 11 / FPS, seed=2)
+    recorder.set_target(11 / FPS, np.array([0.67, 0.22]))  # before the cup's frames are written
+    feed(recorder, range(11, 17))
+    recorder.end(result(2, 6), seed=2)
+    assert recorder.write_due() and recorder.write_due(), said
+    recorder.close()
+    dataset = LeRobotDataset("local/test", root=tmp_path / "data")
+    state = np.asarray(dataset.hf_dataset["observation.environment_state"])
+    episode = np.asarray(dataset.hf_dataset["episode_index"])
+    assert np.allclose(state[episode == 0, :2], [0.55, 0.29]) and np.allclose(state[episode == 1, :2], [0.67, 0.22])
