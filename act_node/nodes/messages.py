@@ -27,8 +27,10 @@ from act_node.table_frame import TABLE_FRAME
 SENSOR = qos_profile_sensor_data
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-# act/joint_command: one a tick, each a frame's action for a recorder: reliable, two seconds of them queued
-COMMANDS = QoSProfile(depth=60, reliability=ReliabilityPolicy.RELIABLE)
+# act/joint_command: one a tick, each a frame's action for a recorder: reliable, with room for 600 (a lockstep sim
+# runs 100-170 ticks a second: 60 held under half a second, and a recorder busy encoding an episode's video on a
+# loaded machine lost 30 commands of the next one and dropped it)
+COMMANDS = QoSProfile(depth=600, reliability=ReliabilityPolicy.RELIABLE)
 # A recorder's cameras and joints: best effort as published, with room for a second of them while it writes
 RECORDING = QoSProfile(depth=60, reliability=ReliabilityPolicy.BEST_EFFORT)
 ENCODINGS = ("rgb8", "bgr8")
