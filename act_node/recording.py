@@ -292,11 +292,6 @@ class Recorder:
         with self.lock:
             self.targets.append((stamp_s, np.asarray(xy, float)))
 
-    @property
-    def target(self) -> tuple[float, np.ndarray] | None:
-        """The newest target point heard (stamp, xy), or None."""
-        return self.targets[-1] if self.targets else None
-
     def _target_of(self, index: int) -> tuple[float, np.ndarray] | None:
         """The newest target point stamped in episode `index`'s time: from its start, before the next one's."""
         start = self.episodes[index].start_s - 1e-6
