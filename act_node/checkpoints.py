@@ -14,6 +14,7 @@ Every reader names the file and what was wrong with it.
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -86,6 +87,21 @@ def checkpoint_n_action_steps(checkpoint: str | Path) -> int:
         return int(read_json(config)["n_action_steps"])
     except (OSError, KeyError, ValueError, TypeError) as error:
         raise ValueError(f"cannot read n_action_steps from {config}: {error}") from None
+
+
+def checkpoint_ensemble_coeff(checkpoint: str | Path) -> float | None:
+    """The checkpoint's `temporal_ensemble_coeff` (None: it runs its chunks n_action_steps at a time), from its
+    config.json; ValueError if unreadable or not a finite number (ACT weighs the i-th prediction for a step
+    exp(-coeff * i), the oldest i = 0: a coefficient below 0 favours the newer ones)."""
+    config = Path(checkpoint) / "config.json"
+    try:
+        coeff = read_json(config).get("temporal_ensemble_coeff")
+        coeff = None if coeff is None else float(coeff)
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise ValueError(f"cannot read temporal_ensemble_coeff from {config}: {error}") from None
+    if coeff is not None and not math.isfinite(coeff):
+        raise ValueError(f"{config}: temporal_ensemble_coeff must be a finite number, got {coeff}")
+    return coeff
 
 
 def recorded_renderer(folder: str | Path) -> str | None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MERGE_RULES = ("replace", "average", "ensemble")
+ENSEMBLE_COEFF = 0.01  # ACT's temporal_ensemble_coeff (the paper's, LeRobot's suggested value)
 # Where an arm's commands come from: chunks on act/action_chunk (a policy, the expert) or a leader arm's joint
 # states (a person teleoperating), each through the same executor and safety chain
 COMMAND_SOURCES = ("policy", "leader")
@@ -69,7 +70,7 @@ class ChunkExecutor:
     max_velocity: np.ndarray | float
     merge: str = "replace"
     new_weight: float = 0.5
-    ensemble_coeff: float = 0.01
+    ensemble_coeff: float = ENSEMBLE_COEFF
     stale_after_s: float = 1.0
     _slots: dict[int, _Slot] = field(default_factory=dict, init=False)
     _newest_stamp_s: float = field(default=-math.inf, init=False)
@@ -81,6 +82,8 @@ class ChunkExecutor:
             raise ValueError(f"merge rule must be one of {MERGE_RULES}, got {self.merge!r}")
         if self.fps <= 0:
             raise ValueError(f"fps must be positive, got {self.fps}")
+        if not math.isfinite(self.ensemble_coeff):
+            raise ValueError(f"ensemble_coeff must be finite, got {self.ensemble_coeff}")
         if not 0.0 < self.new_weight <= 1.0:
             raise ValueError(f"new_weight must be in (0, 1], got {self.new_weight}")
         self.lower, self.upper = np.asarray(self.lower, float), np.asarray(self.upper, float)

@@ -31,6 +31,7 @@ from act_node.config import (
     DEFAULT_CAMERAS,
     EPISODE_STEPS,
     FPS,
+    MERGE_CHOICES,
     RENDER_CHOICES,
     SIM_IMAGE_SIZE,
     TRAIN_IMAGE_SIZE,
@@ -312,10 +313,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
     config = graph_config(args, policy="act", checkpoint=args.policy_path, episodes=args.episodes,
                           first_seed=args.first_seed, max_steps=args.max_steps,
-                          replan_every=args.n_action_steps or 0, device=args.device)
+                          replan_every=args.n_action_steps or 0, device=args.device, merge=args.merge)
     try:
         report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray)
-    except (CheckpointMismatch, FileNotFoundError) as error:
+    except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
         print(f"act-sim eval: interrupted; {error or 'no episode had finished'}", file=sys.stderr)
@@ -361,7 +362,7 @@ def cmd_curve(args: argparse.Namespace) -> None:
     try:
         _cameras_of_checkpoint(args, str(checkpoints(next(iter(runs.values())))[-1][1]))
         config = graph_config(args, episodes=args.episodes, first_seed=args.first_seed,
-                              replan_every=args.n_action_steps or 0)
+                              replan_every=args.n_action_steps or 0, merge=args.merge)
         steps = [int(v) for v in args.steps.split(",") if v.strip()] if args.steps else None
         result = curve(runs, config, Path(args.out), workers=args.workers, every=args.every, steps=steps,
                        ray=args.ray)
@@ -432,6 +433,7 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     config = graph_config(args, policy="act", checkpoint=args.policy_path, clock="lockstep", episodes=args.episodes,
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
+                          merge=args.merge,
                           max_velocity=1e9, lockstep_timeout_s=3600.0, threads=1)
     code = run_graph(config.to_arguments())
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])
@@ -553,7 +555,12 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--episodes", type=int, default=10)
     evaluate.add_argument("--first-seed", type=int, default=1000)
     evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
-    evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
+    evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
+                          "temporal ensembling)")
+    evaluate.add_argument("--merge", choices=MERGE_CHOICES, default="auto", help="auto: the checkpoint's own (ACT's "
+                          "temporal ensembling when its config sets temporal_ensemble_coeff, else chunks of "
+                          "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
+                          "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
     evaluate.add_argument("--device", default="cpu")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
@@ -571,6 +578,8 @@ def main(argv: list[str] | None = None) -> None:
     curves.add_argument("--episodes", type=int, default=50)
     curves.add_argument("--first-seed", type=int, default=1000)
     curves.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
+    curves.add_argument("--merge", choices=("auto", "replace", "ensemble"), default="auto",
+                        help="as act-sim eval's (auto: each checkpoint's own)")
     curves.add_argument("--every", type=int, default=1, help="every K-th checkpoint (and the last)")
     curves.add_argument("--steps", default=None, help="only the checkpoints at these steps (comma-separated)")
     curves.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")

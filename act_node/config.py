@@ -30,8 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from act_node import so101
-from act_node.checkpoints import checkpoint_layout, checkpoint_n_action_steps, trained_renderer
-from act_node.chunks import MERGE_RULES
+from act_node.checkpoints import (
+    checkpoint_ensemble_coeff,
+    checkpoint_layout,
+    checkpoint_n_action_steps,
+    trained_renderer,
+)
+from act_node.chunks import ENSEMBLE_COEFF, MERGE_RULES
 from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES
 
 FPS = 30
@@ -44,6 +49,7 @@ TRAIN_IMAGE_SIZE = (96, 128)
 POLICIES = ("act", "expert")
 SHIPPED_MODEL = "act_target_tool_yaw"  # models/act_target_tool_yaw: the trained ACT, policy:=act's default checkpoint
 CLOCKS = ("lockstep", "realtime")
+MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of running its chunks
 TARGET_SOURCES = ("selector", "truth")
 
 
@@ -76,7 +82,11 @@ class GraphConfig:
                                   "realtime otherwise: after each chunk, and after a second without one), 1 every "
                                   "tick (for RViz's image display or a recorder); a video films every tick anyway",
                                   low=0)
-    merge: str = _argument("replace", "chunk merge rule: replace, average, ensemble", choices=MERGE_RULES)
+    merge: str = _argument("auto", "how the sim (or arm) merges chunks: auto (the checkpoint's own: ACT's temporal "
+                           "ensembling, asked every tick, when its config.json sets temporal_ensemble_coeff, as "
+                           "models/act_target_tool_yaw does; else replace, the expert's too), replace (each chunk "
+                           "replaces the queued steps), average (half and half), ensemble (ACT's temporal "
+                           "ensembling, with the checkpoint's coefficient or ACT's 0.01)", choices=MERGE_CHOICES)
     max_velocity: float = _argument(so101.MAX_VELOCITY_RAD_S, "joint velocity bound in rad/s applied by the sim's "
                                     "executor (the STS3215's no-load speed)", low=0.0)
     max_steps: int = _argument(EPISODE_STEPS, "steps before an episode is cut off", low=1)
@@ -149,12 +159,24 @@ class GraphConfig:
         return self.image_height, self.image_width
 
     def replan_ticks(self) -> int:
-        """The chunk cadence the policy and the sim share: given, the checkpoint's n_action_steps, or the expert's."""
+        """The chunk cadence the policy and the sim share: given; 1 for ACT's temporal ensembling (a chunk every
+        tick, as LeRobot's ACTPolicy asks with n_action_steps 1); the checkpoint's n_action_steps; the expert's."""
         if self.replan_every:
             return self.replan_every
         if self.policy == "act":
-            return checkpoint_n_action_steps(self.checkpoint)
+            return 1 if self.chunk_merge()[0] == "ensemble" else checkpoint_n_action_steps(self.checkpoint)
         return REPLAN_EVERY
+
+    def chunk_merge(self) -> tuple[str, float]:
+        """The merge rule (act_node.chunks.MERGE_RULES) and ACT's ensembling coefficient: "auto" is the checkpoint's
+        own, "ensemble" when its config.json sets temporal_ensemble_coeff, as LeRobot's ACTPolicy then runs it (so
+        lerobot-eval, `act-sim eval` and the graph execute it alike), else "replace"; the coefficient is the
+        checkpoint's, or ACT's 0.01. ValueError when the checkpoint's config.json does not read."""
+        own = checkpoint_ensemble_coeff(self.checkpoint) if self.policy == "act" else None
+        coeff = ENSEMBLE_COEFF if own is None else own
+        if self.merge != "auto":
+            return self.merge, coeff
+        return ("ensemble" if own is not None else "replace"), coeff
 
     def stale_after_s(self) -> float:
         """A chunk must stay usable until the next one is due, with a tick to spare (at least a second)."""

@@ -33,7 +33,8 @@ def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 
     out.mkdir(parents=True, exist_ok=True)
     path = out / "curve.json"
     settings = {"objects": config.objects, "first_seed": config.first_seed, "episodes": config.episodes,
-                "replan_every": config.replan_every, "target_source": config.target_source}
+                "replan_every": config.replan_every, "target_source": config.target_source,
+                **({"merge": config.merge} if config.merge != "auto" else {})}  # auto: as curves before it was one
     done = json.loads(path.read_text()) if path.is_file() else {}
     if done.get("settings") != settings:
         done = {"settings": settings, "runs": {}}

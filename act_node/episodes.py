@@ -142,12 +142,23 @@ class EnsembleAgent(ChunkAgent):
         return self.ensembler.update(torch.from_numpy(np.asarray(chunk, dtype=np.float32))[None])[0].numpy()
 
 
-def policy_agent(env: PickObjectEnv, policy, n_action_steps: int) -> ChunkAgent:
-    """The agent that runs a checkpoint as lerobot-eval would: its chunks `n_action_steps` at a time, or, when its
-    config sets `temporal_ensemble_coeff`, ACT's temporal ensembling."""
-    coeff = getattr(policy.config, "temporal_ensemble_coeff", None)
-    return (ChunkAgent(env, policy, n_action_steps) if coeff is None
-            else EnsembleAgent(env, policy, coeff, policy.chunk_size))
+def policy_agent(env: PickObjectEnv, policy, n_action_steps: int, ensemble_coeff: float | None = None) -> ChunkAgent:
+    """A chunk policy as lerobot-eval runs it: its chunks `n_action_steps` at a time, or, given `ensemble_coeff`,
+    ACT's temporal ensembling (asked every step: n_action_steps must be 1, as LeRobot's ACTConfig demands)."""
+    if ensemble_coeff is None:
+        return ChunkAgent(env, policy, n_action_steps)
+    if n_action_steps != 1:
+        raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got n_action_steps "
+                         f"{n_action_steps}: run chunks without it (merge replace) to execute {n_action_steps} steps "
+                         "of each")
+    return EnsembleAgent(env, policy, ensemble_coeff, policy.chunk_size)
+
+
+def checkpoint_agent(env: PickObjectEnv, policy) -> ChunkAgent:
+    """The checkpoint as its own config runs it: temporal_ensemble_coeff set, ACT's temporal ensembling; else
+    chunks of its n_action_steps."""
+    return policy_agent(env, policy, int(policy.config.n_action_steps),
+                        getattr(policy.config, "temporal_ensemble_coeff", None))
 
 
 def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | None = None,

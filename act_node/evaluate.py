@@ -56,12 +56,26 @@ def load_policy(config: GraphConfig) -> ChunkPolicy:
 
 
 def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
-                     frames: list | None = None, render_every_tick: bool = False) -> EpisodeResult:
-    """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given). The cameras
-    render only when something consumes the images: the policy at its re-plan ticks, a video every tick
-    (`render_every_tick` renders every tick anyway, to show that skipping changes nothing)."""
-    return run_episode(env, policy_agent(env, policy, n_action_steps), seed, frames=frames,
+                     frames: list | None = None, render_every_tick: bool = False,
+                     ensemble_coeff: float | None = None) -> EpisodeResult:
+    """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given), its chunks
+    `n_action_steps` at a time or, given `ensemble_coeff`, temporally ensembled. The cameras render only when
+    something consumes the images: the policy at its re-plan ticks, a video every tick (`render_every_tick`
+    renders every tick anyway, to show that skipping changes nothing)."""
+    return run_episode(env, policy_agent(env, policy, n_action_steps, ensemble_coeff), seed, frames=frames,
                        observe_every_tick=render_every_tick)
+
+
+def execution(config: GraphConfig) -> tuple[int, float | None]:
+    """How `config` runs its checkpoint in process, as lerobot-eval would: (n_action_steps, the temporal ensembling
+    coefficient or None). merge auto is the checkpoint's own (GraphConfig.chunk_merge); ValueError for average,
+    which only the graph's executor does (act-sim eval --ros)."""
+    merge, coeff = config.chunk_merge()
+    if merge == "average":
+        raise ValueError("merge average is the graph's chunk executor's (act-sim eval --ros); in process a checkpoint "
+                         "runs as lerobot-eval runs it: merge replace (chunks of n_action_steps) or ensemble (ACT's "
+                         "temporal ensembling)")
+    return config.replan_ticks(), (coeff if merge == "ensemble" else None)
 
 
 _WORKER: dict[tuple[GraphConfig, int], tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
@@ -86,7 +100,7 @@ def worker_episode(config: GraphConfig, steps: int, seed: int) -> dict:
     """One seeded episode in a worker process, a Pool's or a Ray task's (act_node.distributed): the same
     episode, bit for bit, as evaluate runs in its own process, so no result depends on where it ran."""
     env, policy = _worker_objects(config, steps)
-    return evaluate_episode(env, policy, seed, steps).to_dict()
+    return evaluate_episode(env, policy, seed, steps, ensemble_coeff=execution(config)[1]).to_dict()
 
 
 def _start_worker(config: GraphConfig, steps: int) -> None:
@@ -112,9 +126,12 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
     policy = load_policy(config)  # fails here, clearly, on a mismatched checkpoint
-    steps = config.replan_every or policy.config.n_action_steps
+    steps, coeff = execution(config)
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
+    if coeff is not None and steps != 1:
+        raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
+                         f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
     episodes: list[dict] = []
     filmed, rest = seeds[:videos], seeds[videos:]
     import torch
@@ -132,7 +149,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     try:
         for seed in filmed:  # filmed in this process, in order
             frames: list[np.ndarray] = []
-            episodes.append(evaluate_episode(env, policy, seed, steps, frames).to_dict())
+            episodes.append(evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict())
             write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
             progress.update(1)
         if rest and ray is not None:
@@ -152,7 +169,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                     progress.update(1)
         else:
             for seed in rest:
-                episodes.append(evaluate_episode(env, policy, seed, steps).to_dict())
+                episodes.append(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict())
                 progress.update(1)
     except KeyboardInterrupt:
         if not episodes:
@@ -167,7 +184,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
-        "temporal_ensemble_coeff": getattr(policy.config, "temporal_ensemble_coeff", None),
+        "temporal_ensemble_coeff": coeff,  # None: chunks of n_action_steps, without ensembling
         "renderer": renderer,
         "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in filmed],

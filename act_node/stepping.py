@@ -70,8 +70,10 @@ class SimEpisodes:
         self.fps = config.fps
         self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps,
                               config.sim_renderer())
+        merge, coeff = config.chunk_merge()
         self.executor = ChunkExecutor(config.fps, self.table.robot.lower, self.table.robot.upper,
-                                      config.max_velocity, merge=config.merge, stale_after_s=config.stale_after_s())
+                                      config.max_velocity, merge=merge, ensemble_coeff=coeff,
+                                      stale_after_s=config.stale_after_s())
         self.replan_every = config.replan_ticks()
         self.next_seed = config.first_seed
         self.episodes_left = config.episodes or None  # None: serve episodes until stopped
@@ -122,8 +124,13 @@ class SimEpisodes:
                              episode=self.start.episode)
 
     # --- chunks and the clock ---------------------------------------------------------------------------
-    def add_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int:
-        """Queue a chunk (radians); returns its steps dropped as already past. ValueError on a bad chunk."""
+    def add_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int | None:
+        """Queue a chunk (radians); returns its steps dropped as already past, or None for a chunk that answers an
+        observation of an earlier episode (a policy still answering the last one when this one began), which is
+        not queued: its later steps would be merged into this episode's ticks, and under ensembling, as the
+        oldest prediction for each, weigh the most. ValueError on a bad chunk."""
+        if self.start is None or stamp_s < self.start.stamp_s - 0.5 / self.fps:
+            return None
         return self.executor.add(Chunk(stamp_s, actions_rad), self.now_s)
 
     def ready(self) -> bool:

@@ -141,9 +141,9 @@ class Takeover:
         return cls(policy, str(checkpoint), latest_tick)
 
     def agent(self, env: PickObjectEnv, expert: ScriptedExpert) -> TakeoverAgent:
-        from act_node.episodes import policy_agent
+        from act_node.episodes import checkpoint_agent
 
-        return TakeoverAgent(env, policy_agent(env, self.policy, int(self.policy.config.n_action_steps)), expert,
+        return TakeoverAgent(env, checkpoint_agent(env, self.policy), expert,
                              latest_tick=self.latest_tick)
 
     def record_of(self, agent: TakeoverAgent) -> dict:

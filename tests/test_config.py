@@ -78,3 +78,46 @@ def test_a_renderer_chosen_against_the_checkpoint_is_named_and_a_broken_record_r
         GraphConfig(policy="act", checkpoint=str(model)).sim_renderer()
     with pytest.raises(ValueError, match="renderer must be one of auto, tiny, egl, got 'opengl'"):
         GraphConfig(renderer="opengl")
+
+
+def test_merge_auto_runs_a_checkpoint_as_its_config_says(tmp_path):
+    """merge:=auto is the checkpoint's own execution: ACT's temporal ensembling, a chunk every tick, with its
+    coefficient when config.json sets temporal_ensemble_coeff (as LeRobot's ACTPolicy runs it), else replace at its
+    n_action_steps; a rule the user names stands, and a broken coefficient is refused naming the file."""
+    import json
+
+    model = fake_checkpoint(tmp_path / "model", cameras=())
+    chunks = GraphConfig(policy="act", checkpoint=str(model))
+    assert chunks.chunk_merge() == ("replace", 0.01) and chunks.replan_ticks() == 30
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "n_action_steps": 1, "temporal_ensemble_coeff": 0.05}))
+    ensembled = GraphConfig(policy="act", checkpoint=str(model))
+    assert ensembled.chunk_merge() == ("ensemble", 0.05) and ensembled.replan_ticks() == 1
+    assert ensembled.replace(merge="replace").chunk_merge() == ("replace", 0.05)
+    assert ensembled.replace(merge="replace", replan_every=30).replan_ticks() == 30
+    assert GraphConfig(policy="expert").chunk_merge() == ("replace", 0.01)
+    assert GraphConfig(policy="expert", merge="ensemble").replan_ticks() == 30  # the expert keeps its cadence
+    (model / "config.json").write_text(json.dumps({**config, "temporal_ensemble_coeff": "fast"}))
+    with pytest.raises(ValueError, match="cannot read temporal_ensemble_coeff from .*config.json"):
+        GraphConfig(policy="act", checkpoint=str(model)).chunk_merge()
+    with pytest.raises(ValueError, match="merge must be one of auto, replace, average, ensemble, got 'blend'"):
+        GraphConfig(merge="blend")
+
+
+def test_the_shipped_checkpoint_runs_temporally_ensembled_in_every_runner():
+    """models/act_target_tool_yaw's config.json says how it runs (n_action_steps 1, temporal_ensemble_coeff 0.01:
+    results/act_grasp measured it best), so lerobot-eval, act-sim eval, the sim graph and the arm graph agree."""
+    from act_node.checkpoints import checkpoint_ensemble_coeff, checkpoint_n_action_steps
+    from act_node.config import shipped_checkpoint
+    from act_node.nodes.graph import describe
+
+    assert checkpoint_n_action_steps(shipped_checkpoint()) == 1
+    assert checkpoint_ensemble_coeff(shipped_checkpoint()) == 0.01
+    sim, _selector, policy = describe()
+    assert (sim.parameters["merge"], sim.parameters["ensemble_coeff"], sim.parameters["replan_every"]) == \
+        ("ensemble", 0.01, 1)
+    assert policy.parameters["replan_every"] == 1 and policy.parameters["infer"] == "every_n"
+    assert describe(merge="replace", replan_every="30")[0].parameters["merge"] == "replace"
+    arm = describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[0]
+    assert (arm.parameters["merge"], arm.parameters["ensemble_coeff"]) == ("ensemble", 0.01)
+    assert describe(policy="expert")[0].parameters["merge"] == "replace"

@@ -85,6 +85,8 @@ def test_a_chunk_agent_asks_again_once_its_n_action_steps_are_executed(env):
 class Counting:
     """A chunk policy whose k-th chunk is k everywhere (chunk size 4, 6 joints)."""
 
+    chunk_size = 4
+
     def __init__(self):
         self.calls = 0
 
@@ -118,3 +120,14 @@ def test_the_record_reads_back_and_names_a_wrong_key():
     with pytest.raises(ValueError, match="lacks a key"):
         EpisodeResult.from_dict({"seed": 1})
     assert np.isfinite(result.sum_reward)
+
+
+def test_an_ensembling_agent_is_asked_every_step_and_refuses_a_cadence(env):
+    """policy_agent ensembles only when asked every step, as LeRobot's ACTConfig demands of temporal ensembling."""
+    from act_node.episodes import policy_agent
+
+    policy = Counting()
+    assert isinstance(policy_agent(env, policy, 1, ensemble_coeff=0.01), EnsembleAgent)
+    assert type(policy_agent(env, policy, 30)) is ChunkAgent
+    with pytest.raises(ValueError, match="temporal ensembling asks the policy every step .* got n_action_steps 30"):
+        policy_agent(env, policy, 30, ensemble_coeff=0.01)

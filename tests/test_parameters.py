@@ -1,6 +1,6 @@
 """Node parameters over the real parameter services, as `ros2 param set` and `ros2 param describe` use
-them: the merge rule, the velocity bound and the stale timeout change a running sim; every other
-parameter is read-only and a set is refused with the reason; each has a description."""
+them: the merge rule, its ensembling coefficient, the velocity bound and the stale timeout change a running
+sim; every other parameter is read-only and a set is refused with the reason; each has a description."""
 
 import pytest
 from conftest import THREADED_RENDERER, retire, wait_for
@@ -39,7 +39,8 @@ def test_the_merge_rule_velocity_bound_and_stale_timeout_change_a_running_sim(si
     assert ros2_param_set(client, "merge", "ensemble") == (True, "")
     assert ros2_param_set(client, "max_velocity", 2.0) == (True, "")
     assert ros2_param_set(client, "stale_after_s", 0.25) == (True, "")
-    assert executor.merge == "ensemble"
+    assert ros2_param_set(client, "ensemble_coeff", 0.05) == (True, "")
+    assert executor.merge == "ensemble" and executor.ensemble_coeff == 0.05
     assert executor.max_velocity.tolist() == [2.0] * 6
     assert executor.stale_after_s == 0.25
 
@@ -49,6 +50,12 @@ def test_bad_values_and_read_only_parameters_are_refused_with_the_reason(sim_and
     before = (sim.sim.executor.merge, sim.sim.executor.max_velocity.tolist())
     ok, reason = ros2_param_set(client, "merge", "blend")
     assert not ok and reason == "parameter merge must be one of replace, average, ensemble, got 'blend'"
+    ok, reason = ros2_param_set(client, "merge", "auto")  # resolved from the checkpoint at start, not later
+    assert not ok and reason == "parameter merge must be one of replace, average, ensemble, got 'auto'"
+    coeff = sim.sim.executor.ensemble_coeff
+    ok, reason = ros2_param_set(client, "ensemble_coeff", float("nan"))
+    assert not ok and reason == "parameter ensemble_coeff must be finite, got nan"
+    assert sim.sim.executor.ensemble_coeff == coeff
     ok, reason = ros2_param_set(client, "max_velocity", -1.0)
     assert not ok and "max_velocity" in reason  # rclpy: out of the descriptor's range
     ok, reason = ros2_param_set(client, "objects", 3)
@@ -66,9 +73,9 @@ def test_every_parameter_says_what_it_is_and_whether_it_changes(sim_and_client):
     assert set(descriptors) == set(names)
     for name, descriptor in descriptors.items():
         assert descriptor.description, f"{name} has no description"
-        assert descriptor.read_only == (name not in ("merge", "max_velocity", "stale_after_s")), name
+        assert descriptor.read_only == (name not in ("merge", "ensemble_coeff", "max_velocity", "stale_after_s")), name
     assert descriptors["objects"].integer_range[0].from_value == 1
-    assert descriptors["merge"].additional_constraints == "one of replace, average, ensemble"
+    assert descriptors["merge"].additional_constraints == "one of auto, replace, average, ensemble"
 
 
 @pytest.mark.parametrize("make, parameter, value", [

@@ -43,6 +43,24 @@ def test_lockstep_waits_for_the_chunk_answering_each_replan_tick(sim):
     assert sim.ready()
 
 
+def test_an_answer_to_the_last_episode_is_not_merged_into_the_next():
+    """A policy still answering the last episode's final observation when the next begins: its chunk is not
+    queued. Merged, its later steps would land on the new episode's ticks, and under ACT's temporal ensembling, as
+    the oldest prediction for each, weigh the most (eval --ros scored 2/20 where in-process scored 15/20)."""
+    sim = SimEpisodes(GraphConfig(replan_every=1, merge="ensemble", max_steps=40, episodes=2, **TINY))
+    try:
+        sim.start_episode()
+        sim.add_chunk(*hold_chunk(sim, sim.now_s))
+        sim.step()
+        last = sim.now_s  # the observation the policy is answering as the episode ends
+        sim.start_episode()
+        assert sim.add_chunk(*hold_chunk(sim, last, steps=100)) is None
+        assert sim.executor.queued_ticks() == [] and not sim.ready()
+        assert sim.add_chunk(*hold_chunk(sim, sim.now_s)) == 0 and sim.ready()  # this episode's own answer
+    finally:
+        sim.close()
+
+
 def test_a_missing_chunk_holds_the_arm_and_is_counted(sim):
     sim.start_episode()
     start = sim.joint_state()[0]

@@ -22,7 +22,7 @@ import numpy as np
 from act_node import so101
 from act_node.arm.interface import ArmError, ArmInterface, ArmReadError, JointReading, ServoStatus
 from act_node.arm.safety import ChunkLedger, Decision, SafetyChain, SafetyConfig
-from act_node.chunks import Chunk, ChunkExecutor
+from act_node.chunks import ENSEMBLE_COEFF, Chunk, ChunkExecutor
 
 
 @dataclass
@@ -47,11 +47,12 @@ class ControlStats:
 
 class ArmController:
     def __init__(self, arm: ArmInterface, safety: SafetyConfig, merge: str = "replace",
-                 stale_after_s: float = 1.0, status_every: int = 10, dry_run: bool = False):
+                 stale_after_s: float = 1.0, status_every: int = 10, dry_run: bool = False,
+                 ensemble_coeff: float = ENSEMBLE_COEFF):
         self.arm, self.safety_config, self.dry_run = arm, safety, dry_run
         self.fps = safety.fps
         self.status_every = max(1, int(status_every))
-        self.merge, self.stale_after_s = merge, stale_after_s
+        self.merge, self.stale_after_s, self.ensemble_coeff = merge, stale_after_s, ensemble_coeff
         self.bus_lock = threading.RLock()
         self.chunk_lock = threading.Lock()
         self.ledger = ChunkLedger()
@@ -71,7 +72,7 @@ class ArmController:
                                      self.arm.joint_names)
             self.executor = ChunkExecutor(self.fps, self.chain.lower, self.chain.upper,
                                           self.safety_config.max_velocity_rad_s, merge=self.merge,
-                                          stale_after_s=self.stale_after_s)
+                                          ensemble_coeff=self.ensemble_coeff, stale_after_s=self.stale_after_s)
             try:
                 measured = self.arm.read().positions if self.dry_run else self.arm.activate()
             except ArmError:

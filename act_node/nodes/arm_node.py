@@ -14,6 +14,7 @@ closed. `dry_run`: everything runs, but torque is never enabled and no goal is w
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -28,7 +29,7 @@ from act_node import so101
 from act_node.arm.control import ArmController
 from act_node.arm.follower import SO101FollowerArm
 from act_node.arm.safety import SafetyConfig
-from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
+from act_node.chunks import COMMAND_SOURCES, ENSEMBLE_COEFF, MERGE_RULES, hold_chunk
 from act_node.config import FPS
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
@@ -64,7 +65,10 @@ ARM_PARAMETERS = (
     Spec("checkpoint_units", "degrees", "the units of the checkpoint's joints: degrees, gripper 0..100 (LeRobot's "
          "use_degrees, the default since 0.4.4); the arm refuses others (older datasets' -100..100) and says why"),
     Spec("fps", float(FPS), "bus ticks a second: read, command, write", low=1.0, high=200.0),
-    Spec("merge", "replace", "chunk merge rule", choices=MERGE_RULES),
+    Spec("merge", "replace", "chunk merge rule (the launch gives the checkpoint's own: ensemble for one whose "
+         "config sets temporal_ensemble_coeff)", choices=MERGE_RULES),
+    Spec("ensemble_coeff", ENSEMBLE_COEFF, "merge ensemble: ACT's temporal_ensemble_coeff, the i-th prediction for a "
+         "tick weighted exp(-coeff * i), the oldest i = 0 (the launch gives the checkpoint's)"),
     Spec("stale_after_s", 1.0, "seconds after its stamp that the newest chunk is stale and the arm holds",
          low=0.0),
     Spec("dry_run", False, "run everything, but never enable torque nor write a goal"),
@@ -105,7 +109,10 @@ class ArmNode(Node):
                                    checkpoint_units=get("checkpoint_units"),
                                    max_relative_target_deg=relative if relative > 0 else None)
         self.dry_run = bool(get("dry_run"))
+        if not math.isfinite(get("ensemble_coeff")):
+            raise ValueError(f"parameter ensemble_coeff must be finite, got {get('ensemble_coeff')}")
         self.control = ArmController(arm, safety, merge=get("merge"), stale_after_s=float(get("stale_after_s")),
+                                     ensemble_coeff=float(get("ensemble_coeff")),
                                      status_every=int(get("status_every")), dry_run=self.dry_run)
         self.joint_pub = self.create_publisher(JointState, "joint_states", SENSOR)
         chunks, services = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()

@@ -167,7 +167,10 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     if teleop:
         parameters["command_source"] = "leader"
     # renderer: auto resolved against a camera checkpoint here, where the checkpoint is known
-    parameters.update(cameras=list(config.cameras), replan_every=replan, renderer=config.sim_renderer())
+    # merge auto resolved too: ACT's temporal ensembling with the checkpoint's coefficient when its config sets one
+    merge, coeff = config.chunk_merge()
+    parameters.update(cameras=list(config.cameras), replan_every=replan, renderer=config.sim_renderer(), merge=merge,
+                      ensemble_coeff=coeff)
     if config.policy == "act" and not teleop and config.clock == "realtime" and not config.camera_every:
         # the policy answers every replan_every ticks (every_n, below): the cameras draw on those ticks
         parameters["camera_every"] = replan
@@ -212,9 +215,10 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     except ValueError:
         raise ValueError(f"rest_pose:={robot['rest_pose']!r} is not comma-separated radians") from None
     replan = config.replan_ticks()
+    merge, coeff = config.chunk_merge()  # as in the sim: the checkpoint's own (ACT's temporal ensembling or not)
     arm = NodeSpec("act_so101_node", "act_node.nodes.arm_node", "act_so101", {
         "port": robot["port"], "robot_id": robot["id"], "calibration_dir": robot["calibration_dir"],
-        "dry_run": flags["dry_run"], "fps": float(config.fps), "merge": config.merge,
+        "dry_run": flags["dry_run"], "fps": float(config.fps), "merge": merge, "ensemble_coeff": coeff,
         "stale_after_s": config.stale_after_s(), "rest_pose": rest_pose or [0.0]})
     devices = [d.strip() for d in robot["camera_devices"].split(",") if d.strip()]
     if devices and len(devices) != len(config.cameras):

@@ -21,6 +21,7 @@ completes and the process exits with 0.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -70,7 +71,7 @@ from act_node.tabletop.objects import KINDS
 from act_node.tabletop.video import caption, side_by_side
 
 # what `ros2 param set` changes while the sim runs: the executor reads these at every tick
-CHANGEABLE = ("merge", "max_velocity", "stale_after_s")
+CHANGEABLE = ("merge", "ensemble_coeff", "max_velocity", "stale_after_s")
 SLOW_REALTIME = 0.9  # clock:=realtime stepping slower than this share of the wall clock is a warning
 
 
@@ -82,6 +83,7 @@ class SimCounts:
     chunks_rejected: int = 0
     late_chunks: int = 0  # chunks whose first steps were already past when they arrived
     late_steps: int = 0
+    earlier_episode_chunks: int = 0  # answers to an earlier episode's observation, come after it ended: not queued
     holds: Counter = field(default_factory=Counter)  # held ticks by reason
     clamped_ticks: int = 0  # of the finished episodes (the running one: SimEpisodes.clamped_ticks)
     episodes_done: int = 0
@@ -115,6 +117,13 @@ class SimNode(Node):
                         "newest chunk is stale and the arm holds (default: until the next chunk is due)",
                         changeable=True, low=0.0)
         self.sim.executor.stale_after_s = float(stale)
+        coeff = declare(self, "ensemble_coeff", float(self.sim.executor.ensemble_coeff), "merge ensemble: ACT's "
+                        "temporal_ensemble_coeff, the i-th prediction for a tick weighted exp(-coeff * i), the oldest "
+                        "i = 0 (default: the checkpoint's, or ACT's 0.01; the launch gives the checkpoint's)",
+                        changeable=True)
+        if not math.isfinite(coeff):
+            raise ValueError(f"parameter ensemble_coeff must be finite, got {coeff}")
+        self.sim.executor.ensemble_coeff = float(coeff)
         self.add_on_set_parameters_callback(self.check_change)
         self.add_post_set_parameters_callback(self.apply_change)
         self.cameras = list(self.sim.table.rig.specs.values())
@@ -211,7 +220,10 @@ class SimNode(Node):
 
     # --- parameters that change at run time --------------------------------------------------------------
     def check_change(self, parameters) -> object:
+        # auto is resolved once, at start, from the checkpoint (GraphConfig.chunk_merge): a running sim takes a rule
         problems = [refuse(p.name, p.value, MERGE_RULES if p.name == "merge" else None) for p in parameters]
+        problems += [f"parameter ensemble_coeff must be finite, got {p.value}" for p in parameters
+                     if p.name == "ensemble_coeff" and not math.isfinite(p.value)]
         return result([p for p in problems if p])
 
     def apply_change(self, parameters) -> None:
@@ -220,6 +232,8 @@ class SimNode(Node):
             for parameter in parameters:
                 if parameter.name == "merge":
                     executor.merge = parameter.value
+                elif parameter.name == "ensemble_coeff":
+                    executor.ensemble_coeff = float(parameter.value)
                 elif parameter.name == "max_velocity":
                     executor.max_velocity[:] = float(parameter.value)
                 elif parameter.name == "stale_after_s":
@@ -333,10 +347,15 @@ class SimNode(Node):
         self.chunk_sequence = sequence or self.chunk_sequence
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
-            dropped = self.sim.add_chunk(stamp_s, actions)
+            with self.lock:  # between ticks, and not across an episode's start
+                dropped = self.sim.add_chunk(stamp_s, actions)
         except (MessageError, ValueError) as error:
             self.counts.chunks_rejected += 1
             self.log.error(f"dropped chunk: {error}", throttle_duration_sec=2.0)
+            return
+        if dropped is None:
+            self.counts.earlier_episode_chunks += 1
+            self.log.debug(f"chunk for t={stamp_s:.3f} s answers an earlier episode: not queued")
             return
         if dropped:
             self.counts.late_chunks += 1
@@ -442,6 +461,7 @@ class SimNode(Node):
             "episodes_left": "until stopped" if sim.episodes_left is None else sim.episodes_left,
             "chunks_received": counts.chunks_received, "chunks_rejected": counts.chunks_rejected,
             "late_chunks": counts.late_chunks, "late_steps": counts.late_steps,
+            "earlier_episode_chunks": counts.earlier_episode_chunks,
             "held_ticks": sum(counts.holds.values()), "holds": counts.holds,
             "clamped_ticks": counts.clamped_ticks + (sim.clamped_ticks if sim.running else 0),
             "lockstep_timeouts": counts.lockstep_timeouts, "driver_restarts": self.driver_restarts,

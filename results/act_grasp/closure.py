@@ -27,7 +27,7 @@ def run(args) -> None:
     from act_node import so101
     from act_node.config import GraphConfig
     from act_node.description import tool_point
-    from act_node.episodes import policy_agent
+    from act_node.episodes import checkpoint_agent
     from act_node.evaluate import load_policy, make_env
     from act_node.tabletop.expert import ScriptedExpert
     from act_node.tabletop.kinematics import closing_axis_yaw
@@ -39,7 +39,7 @@ def run(args) -> None:
     episodes = []
     for seed in tqdm(range(args.first_seed, args.first_seed + args.episodes), desc="episodes"):
         observation, _ = env.reset(seed=seed)
-        agent = policy_agent(env, policy, policy.config.n_action_steps) if policy else ScriptedExpert(env)
+        agent = checkpoint_agent(env, policy) if policy else ScriptedExpert(env)
         agent.reset(observation)
         task = env.table.task
         grasp_z = task.scene.target.kind.grasp_height_m

@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 from act_node.config import GraphConfig
-from act_node.episodes import policy_agent
+from act_node.episodes import checkpoint_agent
 from act_node.evaluate import load_policy, make_env
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.video import caption
@@ -31,7 +31,7 @@ env = make_env(config.replace(cameras=("front", "wrist"), image_height=240, imag
 rows = []
 for who in ("policy", "expert"):
     observation, _ = env.reset(seed=args.seed)
-    agent = policy_agent(env, policy, policy.config.n_action_steps) if who == "policy" else ScriptedExpert(env)
+    agent = checkpoint_agent(env, policy) if who == "policy" else ScriptedExpert(env)
     agent.reset(observation)
     for tick in range(env.max_steps):
         action = agent.act(observation)
