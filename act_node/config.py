@@ -171,8 +171,10 @@ class GraphConfig:
         """The merge rule (act_node.chunks.MERGE_RULES) and ACT's ensembling coefficient: "auto" is the checkpoint's
         own, "ensemble" when its config.json sets temporal_ensemble_coeff, as LeRobot's ACTPolicy then runs it (so
         lerobot-eval, `act-sim eval` and the graph execute it alike), else "replace"; the coefficient is the
-        checkpoint's, or ACT's 0.01. ValueError when the checkpoint's config.json does not read."""
-        own = checkpoint_ensemble_coeff(self.checkpoint) if self.policy == "act" else None
+        checkpoint's, or ACT's 0.01. A checkpoint folder without config.json counts as one without a coefficient
+        (the policy node, loading it, refuses it and says why); ValueError when its coefficient does not read."""
+        readable = self.policy == "act" and (Path(self.checkpoint) / "config.json").is_file()
+        own = checkpoint_ensemble_coeff(self.checkpoint) if readable else None
         coeff = ENSEMBLE_COEFF if own is None else own
         if self.merge != "auto":
             return self.merge, coeff

@@ -96,6 +96,9 @@ def test_merge_auto_runs_a_checkpoint_as_its_config_says(tmp_path):
     assert ensembled.replace(merge="replace").chunk_merge() == ("replace", 0.05)
     assert ensembled.replace(merge="replace", replan_every=30).replan_ticks() == 30
     assert GraphConfig(policy="expert").chunk_merge() == ("replace", 0.01)
+    # no config.json: no coefficient to read (the policy node refuses the folder, naming what is missing)
+    missing = GraphConfig(policy="act", checkpoint=str(tmp_path / "absent"), replan_every=10)
+    assert missing.chunk_merge() == ("replace", 0.01) and missing.replan_ticks() == 10
     assert GraphConfig(policy="expert", merge="ensemble").replan_ticks() == 30  # the expert keeps its cadence
     (model / "config.json").write_text(json.dumps({**config, "temporal_ensemble_coeff": "fast"}))
     with pytest.raises(ValueError, match="cannot read temporal_ensemble_coeff from .*config.json"):

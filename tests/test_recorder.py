@@ -56,6 +56,7 @@ class BagProbe:
               "/target/point": ("geometry_msgs/msg/PointStamped", "LATCHED"),
               "/episode/start": ("std_msgs/msg/Header", "LATCHED"),
               "/episode/result": ("std_msgs/msg/String", "RELIABLE")}
+    STREAMS = ("/act/joint_command", "/joint_states", "/camera/front/image_raw", "/camera/wrist/image_raw")
 
     def __init__(self, path, storage: str):
         import threading
@@ -83,10 +84,20 @@ class BagProbe:
         rclpy.init(context=self.context, domain_id=int(os.environ["ROS_DOMAIN_ID"]) + 1,
                    signal_handler_options=SignalHandlerOptions.NO)
         self.node = rclpy.create_node("bag_probe", context=self.context)
+        # the sim's streams (awaited by the sim: the first episode starts once they are subscribed) only once the
+        # selector's target publisher is discovered: under load that took seconds, and the latched target of the
+        # first episode was gone by then (the bag held only the last one, and no complete frame)
+        self.later = []
         for topic, (msgtype, qos) in self.TOPICS.items():
             connection = self.writer.add_connection(topic, msgtype, typestore=typestore)
-            self.node.create_subscription(types[msgtype], topic, lambda data, c=connection: self.write(c, data),
-                                          deep(getattr(messages, qos)), raw=True)
+            def subscribe(t=topic, m=msgtype, q=qos, c=connection):
+                self.node.create_subscription(types[m], t, lambda data: self.write(c, data),
+                                              deep(getattr(messages, q)), raw=True)
+
+            if topic in self.STREAMS:
+                self.later.append(subscribe)
+            else:
+                subscribe()
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.running = True
@@ -99,6 +110,10 @@ class BagProbe:
 
     def spin(self) -> None:
         while self.running:
+            if self.later and self.node.count_publishers("/target/point"):
+                for subscribe in self.later:
+                    subscribe()
+                self.later = []
             self.executor.spin_once(timeout_sec=0.05)
 
     def close(self) -> None:

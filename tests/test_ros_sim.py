@@ -115,6 +115,33 @@ def test_in_realtime_the_cameras_render_at_the_start_after_each_chunk_and_after_
         retire(ros, sim, listener)
 
 
+def test_a_realtime_sim_awaiting_its_driver_starts_the_first_episode_once_one_publishes_chunks(ros, tmp_path):
+    """await_driver (the launch sets it under clock:=realtime): the wall clock does not wait, so the first episode
+    waits for a publisher on act/action_chunk (the policy node makes its own once its checkpoint is loaded)
+    instead of running while the policy loads."""
+    from rclpy.parameter import Parameter
+
+    from act_node.nodes.graph import describe
+    from act_node.nodes.sim_node import SimNode
+
+    assert describe(clock="realtime")[0].parameters["await_driver"] is True
+    assert "await_driver" not in describe()[0].parameters  # lockstep waits for the chunks themselves
+    sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
+        Parameter("clock", value="realtime"), Parameter("await_driver", value=True),
+        Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
+        Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)])
+    driver = Node("late_driver")
+    ros.add_node(sim)
+    ros.add_node(driver)
+    try:
+        time.sleep(1.0)
+        assert sim.sim.start is None and sim.sim.tick == 0, "an episode ran before any driver was there"
+        driver.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
+        assert wait_for(lambda: sim.sim.start is not None, seconds=10.0), "no episode once a driver publishes"
+    finally:
+        retire(ros, sim, driver)
+
+
 def test_in_realtime_a_tick_that_overruns_is_made_up_so_the_sim_keeps_to_the_wall_clock(ros, tmp_path):
     from rclpy.parameter import Parameter
 

@@ -171,6 +171,10 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     merge, coeff = config.chunk_merge()
     parameters.update(cameras=list(config.cameras), replan_every=replan, renderer=config.sim_renderer(), merge=merge,
                       ensemble_coeff=coeff)
+    if not teleop and config.clock == "realtime":
+        # the wall clock does not wait: the first episode starts once the driver publishes, not while the policy
+        # loads its checkpoint (it held 134 ticks of the first episode that way)
+        parameters["await_driver"] = True
     if config.policy == "act" and not teleop and config.clock == "realtime" and not config.camera_every:
         # the policy answers every replan_every ticks (every_n, below): the cameras draw on those ticks
         parameters["camera_every"] = replan

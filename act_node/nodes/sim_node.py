@@ -100,6 +100,9 @@ class SimNode(Node):
             Spec("await_subscriber", "", "autostart only once the nodes of these names (comma-separated) subscribe "
                  "act/joint_command, joint_states and the cameras (record:= waits for act_recorder, so no frame of the "
                  "first episode goes unheard; await_nodes:= adds others; '': no wait)"),
+            Spec("await_driver", False, "autostart only once a node publishes act/action_chunk (the policy node "
+                 "creates its publisher once its checkpoint is loaded): the launch sets it under clock:=realtime, "
+                 "whose first episode would otherwise run on the wall clock while the policy loads"),
             Spec("command_source", "policy", "policy: execute act/action_chunk (a policy or the expert); leader: "
                  "follow leader/joint_states (a person on a leader arm), through the same executor",
                  choices=COMMAND_SOURCES)])
@@ -157,8 +160,9 @@ class SimNode(Node):
             self.create_subscription(JointState, "leader/joint_states", parsed(
                 self, stamped_joint_positions, "leader joint state", self.on_leader, 2.0), SENSOR)
         else:
-            self.create_subscription(JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
-                                     raw=True)  # read by chunk_actions without rclpy building the message
+            self.chunk_topic = self.create_subscription(
+                JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
+                raw=True).topic_name  # raw: read by chunk_actions without rclpy building the message
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
             self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
@@ -187,10 +191,12 @@ class SimNode(Node):
         self.awaited = [name.strip() for name in self.await_subscriber.split(",") if name.strip()]
         # a person on a leader arm: the first episode starts once the leader is heard, not while its node starts
         self.leader_heard = self.command_source != "leader"
-        if values["autostart"] and (self.awaited or not self.leader_heard):
+        self.await_driver = bool(values["await_driver"]) and self.command_source == "policy"
+        if values["autostart"] and (self.awaited or not self.leader_heard or self.await_driver):
             waits = [f"{', '.join(self.awaited)} on act/joint_command, joint_states and the cameras"] if self.awaited \
                 else []
             waits += [] if self.leader_heard else ["the leader arm on leader/joint_states"]
+            waits += ["a driver (the policy, the expert) on act/action_chunk"] if self.await_driver else []
             self.log.info(f"waiting for {' and '.join(waits)} before the first episode")
             self.awaiting = self.create_timer(0.1, self.start_when_ready)
         elif values["autostart"]:
@@ -199,6 +205,8 @@ class SimNode(Node):
     def start_when_ready(self) -> None:
         """The first episode, once the awaited nodes subscribe and (command_source:=leader) the leader is heard."""
         if not self.leader_heard:
+            return
+        if self.await_driver and not self.count_publishers(self.chunk_topic):
             return
         # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images
         for publisher in (self.command_pub, self.joint_pub, *self.image_pubs.values()):
