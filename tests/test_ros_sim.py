@@ -142,6 +142,27 @@ def test_a_realtime_sim_awaiting_its_driver_starts_the_first_episode_once_one_pu
         retire(ros, sim, driver)
 
 
+def test_a_recorder_that_matches_the_target_publisher_late_is_sent_the_earlier_targets_too(ros):
+    """target/point keeps its last 8 (messages.TARGETS, the selector's and the sim's publisher, the recorder's
+    subscription): a recorder that discovers the selector only during episode 2 (seconds late, seen under load)
+    still gets episode 1's target, which a depth of 1 had lost."""
+    source = Node("early_targets")
+    publisher = source.create_publisher(PointStamped, "/late_match/target/point", messages.TARGETS)
+    for stamp in (1.0, 5.0, 9.0):  # three episodes' targets, before anyone listens
+        publisher.publish(messages.point_message((0.4, 0.1 * stamp), stamp))
+    late = Node("late_recorder")
+    heard = []
+    late.create_subscription(PointStamped, "/late_match/target/point",
+                             lambda m: heard.append(messages.target_point(m)[0]), messages.TARGETS)
+    ros.add_node(source)
+    ros.add_node(late)
+    try:
+        assert wait_for(lambda: len(heard) == 3, seconds=10.0), heard
+        assert heard == [1.0, 5.0, 9.0]
+    finally:
+        retire(ros, source, late)
+
+
 def test_in_realtime_a_tick_that_overruns_is_made_up_so_the_sim_keeps_to_the_wall_clock(ros, tmp_path):
     from rclpy.parameter import Parameter
 
@@ -189,6 +210,7 @@ def test_selector_node_answers_absent_and_refuses_unknown_kinds(ros):
     # the selector would take that request too and answer it.
     assert wait_for(lambda: probe.count_publishers("/episode/start") == 0), "an earlier node still latches"
     node = SelectorNode()
+    assert node.point_pub.qos_profile.depth == messages.TARGETS.depth  # a late recorder gets earlier targets too
     statuses, points = [], []
     probe.create_subscription(String, "/target/status", lambda m: statuses.append(m.data), LATCHED)
     probe.create_subscription(PointStamped, "/target/point", points.append, LATCHED)

@@ -27,6 +27,10 @@ from act_node.table_frame import TABLE_FRAME
 SENSOR = qos_profile_sensor_data
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# target/point: latched, with the last 8 kept. A recorder that matches the selector late (seconds, on a loaded
+# machine) is then sent the earlier episodes' targets too, not only the newest, and its Recorder files each
+# episode's frames under the target stamped in that episode; a subscriber with LATCHED's depth keeps the newest.
+TARGETS = QoSProfile(depth=8, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # act/joint_command: one a tick, each a frame's action for a recorder: reliable, with room for 600 (a lockstep sim
 # runs 100-170 ticks a second: 60 held under half a second, and a recorder busy encoding an episode's video on a
 # loaded machine lost 30 commands of the next one and dropped it)

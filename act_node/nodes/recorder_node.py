@@ -39,6 +39,7 @@ from act_node.nodes.messages import (
     LATCHED,
     RECORDING,
     RELIABLE,
+    TARGETS,
     MessageError,
     episode_result,
     episode_start,
@@ -107,7 +108,7 @@ class RecorderNode(Node):
                                      lambda m, c=camera: self.on_image(c, m), RECORDING, raw=True)
         if self.settings.use_target:
             self.create_subscription(PointStamped, "target/point", parsed(
-                self, target_point, "target", lambda t: self.recorder.set_target(*t)), LATCHED)
+                self, target_point, "target", lambda t: self.recorder.set_target(*t)), TARGETS)
         self.create_subscription(Header, "episode/start",
                                  parsed(self, episode_start, "episode start", self.on_episode_start), LATCHED)
         self.create_subscription(String, "episode/result",

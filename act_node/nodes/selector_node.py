@@ -21,6 +21,7 @@ from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
+    TARGETS,
     episode_start,
     header,
     parsed,
@@ -54,7 +55,7 @@ class SelectorNode(Node):
         self.answers: Counter = Counter()  # found, absent, error
         self.last_status = ""
         self.diagnostics = Diagnostics(self, "target selector", self.fill_diagnostics)
-        self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
+        self.point_pub = self.create_publisher(PointStamped, "target/point", TARGETS)
         self.status_pub = self.create_publisher(String, "target/status", LATCHED)
         self.marker_pub = self.create_publisher(MarkerArray, "target/attention", LATCHED)
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)

@@ -51,6 +51,7 @@ from act_node.nodes.messages import (
     LATCHED,
     RELIABLE,
     SENSOR,
+    TARGETS,
     MessageError,
     camera_info,
     chunk_actions,
@@ -165,7 +166,7 @@ class SimNode(Node):
                 raw=True).topic_name  # raw: read by chunk_actions without rclpy building the message
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
-            self.point_pub = self.create_publisher(PointStamped, "target/point", LATCHED)
+            self.point_pub = self.create_publisher(PointStamped, "target/point", TARGETS)
         else:
             self.create_subscription(PointStamped, "target/point", self.on_target, LATCHED)
         self.create_service(Trigger, "~/reset", self.on_reset)
