@@ -384,17 +384,21 @@ def cmd_recipe(args: argparse.Namespace) -> None:
     from act_node.recipe import Recipe, RecipeSettings
 
     for flag in ("episodes", "recovery_episodes", "more_episodes"):
-        if getattr(args, flag) < 0:
+        if getattr(args, flag) is not None and getattr(args, flag) < 0:
             raise SystemExit(f"act-sim recipe: --{flag.replace('_', '-')} {getattr(args, flag)}: a count of "
                              "demonstrations must be >= 0")
-    settings = RecipeSettings(episodes=args.episodes, recovery_episodes=args.recovery_episodes,
-                              more_episodes=args.more_episodes,
-                              action_noise=args.action_noise, steps=args.steps, save_every=args.save_every,
-                              curve_every=args.curve_every, curve_episodes=args.curve_episodes, threads=args.threads,
-                              environment_state=not args.no_environment_state, encoder=args.encoder or "")
     try:
+        settings = RecipeSettings.of_kind(
+            args.kind, episodes=args.episodes, recovery_episodes=args.recovery_episodes,
+            more_episodes=args.more_episodes, action_noise=args.action_noise, steps=args.steps,
+            save_every=args.save_every, batch_size=args.batch_size, curve_every=args.curve_every,
+            curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
+            encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes)
+        if args.kind == "yaw" and args.encoder:
+            raise ValueError("--encoder is the camera recipe's: the yaw recipe's reader, models/yaw_reader, names "
+                             "its own backbone")
         state = Recipe(Path(args.out), settings).run(only=args.stage)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim recipe: {error}") from None
     print(json.dumps(state["stages"], indent=1))
 
@@ -589,27 +593,39 @@ def main(argv: list[str] | None = None) -> None:
                         "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     curves.set_defaults(run=cmd_curve)
 
-    recipe = commands.add_parser("recipe", help="the camera ACT from an empty folder: record, encoder, cache, act, "
-                                 "curve; run again to go on where it stopped")
+    recipe = commands.add_parser("recipe", help="an ACT from an empty folder (--kind cameras: encoder, record, cache, "
+                                 "act, curve, eval; --kind yaw, the launch default's: record, act, curve, eval); run "
+                                 "again to go on where it stopped")
     recipe.add_argument("--out", required=True, help="the recipe's folder")
-    recipe.add_argument("--episodes", type=int, default=240, help="clean expert demonstrations to record")
-    recipe.add_argument("--recovery-episodes", type=int, default=120,
-                        help="then demonstrations pushed off the plan on the way to the object (recoveries)")
-    recipe.add_argument("--more-episodes", type=int, default=0,
-                        help="then more clean demonstrations, recorded after the pushed ones (240 more measured no "
+    recipe.add_argument("--kind", choices=["cameras", "yaw"], default="cameras",
+                        help="cameras: the camera ACT (image tokens through the pretrained, frozen backbone); yaw: "
+                        "models/act_target_tool_yaw's recipe (no image tokens, the yaw read from the cameras by "
+                        "models/yaw_reader; 360 demonstrations, 40,000 steps at batch 64, ensembled). The numbers "
+                        "below default to the kind's (act_node/recipe.py KIND_DEFAULTS)")
+    recipe.add_argument("--episodes", type=int, default=None,
+                        help="clean expert demonstrations to record (240; yaw 360)")
+    recipe.add_argument("--recovery-episodes", type=int, default=None,
+                        help="then demonstrations pushed off the plan on the way to the object (recoveries; 120, "
+                        "yaw 0)")
+    recipe.add_argument("--more-episodes", type=int, default=None,
+                        help="then more clean demonstrations, recorded after the pushed ones (0: 240 more measured no "
                         "gain: results/act_cameras/README.md)")
-    recipe.add_argument("--action-noise", type=float, default=1.0, help="the pushes' scale (act-sim record)")
-    recipe.add_argument("--steps", type=int, default=30_000, help="ACT training steps (batch 8)")
-    recipe.add_argument("--save-every", type=int, default=2_500, help="ACT steps between checkpoints")
-    recipe.add_argument("--curve-every", type=int, default=2, help="every K-th checkpoint on the curve")
-    recipe.add_argument("--curve-episodes", type=int, default=50)
-    recipe.add_argument("--threads", type=int, default=2, help="torch threads and evaluation workers")
+    recipe.add_argument("--action-noise", type=float, default=None, help="the pushes' scale (act-sim record; 1)")
+    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (30,000; yaw 40,000)")
+    recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (8; yaw 64)")
+    recipe.add_argument("--save-every", type=int, default=None, help="ACT steps between checkpoints (2,500; yaw 1,000)")
+    recipe.add_argument("--device", default=None, help="where the ACT stage trains: cpu (default) or cuda[:N]")
+    recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (2; yaw 10)")
+    recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
+    recipe.add_argument("--eval-episodes", type=int, default=None,
+                        help="the eval stage's seeds from 2000, 4 objects (200: the cards')")
+    recipe.add_argument("--threads", type=int, default=None, help="torch threads and evaluation workers (2)")
     recipe.add_argument("--no-environment-state", action="store_true",
                         help="the ablation: ACT without the target and request (DIR/act_no_target)")
     recipe.add_argument("--encoder", default=None, help="a folder with backbone.safetensors and backbone.json "
                         "(models/tabletop_encoder, the shipped one) instead of the encoder stage")
-    recipe.add_argument("--stage", action="append", choices=["encoder", "record", "cache", "act", "curve"],
-                        help="only this stage (repeat for more); default: all, in order")
+    recipe.add_argument("--stage", action="append", choices=["encoder", "record", "cache", "act", "curve", "eval"],
+                        help="only this stage (repeat for more); default: all of the kind's, in order")
     recipe.set_defaults(run=cmd_recipe)
 
     launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")

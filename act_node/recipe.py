@@ -1,8 +1,14 @@
-"""`act-sim recipe --out DIR`: the camera ACT from an empty folder, every stage resumable.
+"""`act-sim recipe --out DIR`: an ACT from an empty folder, every stage resumable. Two kinds:
 
-    act-sim recipe --out outputs/recipe            # run it again after a stop: it picks up where it was
-
+    act-sim recipe --out outputs/recipe            # the camera ACT; run it again after a stop: it goes on
     act-sim recipe --out outputs/recipe --encoder models/tabletop_encoder   # the shipped encoder: no stage 1
+    act-sim recipe --kind yaw --out outputs/yaw    # the shipped default's recipe (models/act_target_tool_yaw)
+
+--kind yaw makes what `policy:=act` runs: ACT without image tokens on the joints and environment_state's
+target_tool_yaw layout, the requested object's yaw read from the front and wrist cameras by models/yaw_reader
+(its backbone is models/tabletop_encoder), 360 clean demonstrations, 40,000 steps at batch 64, the mean of the
+last 3 checkpoints, run with ACT's temporal ensembling (0.01). Its stages are record, act, curve and eval (no
+encoder, no maps to cache). On a lent GPU: --device cuda.
 
 Stages, each a command of its own (printed before it runs, so any one can be run by hand), each skipped when
 its result is there and continued when it is half done:
@@ -20,6 +26,8 @@ its result is there and continued when it is half done:
                            last 3 (DIR/act/average/pretrained_model: on the image-less run of this data, 37/100
                            against 19/100 for the last alone)
   curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
+  eval      DIR/eval       act-sim eval of the average on the cards' 200 unseen 4-object seeds (2000-2199):
+                           report.json, success with its 95% interval, by kind
 DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it) and its command.
 """
 
@@ -34,10 +42,21 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-STAGES = ("encoder", "record", "cache", "act", "curve")
+STAGES = ("encoder", "record", "cache", "act", "curve", "eval")
+KIND_STAGES = {"cameras": STAGES, "yaw": ("record", "act", "curve", "eval")}
 AVERAGE_LAST = 3  # the act stage also writes act/average: its last 3 checkpoints' mean (measured: see act_train)
 RECORD_SEED = 10_000  # the recordings' seeds (the encoder's frames and the evaluations use others)
 CURVE_SEED = 1_000
+EVAL_SEED = 2_000  # the cards' seeds: 2000-2199, 4 objects
+EVAL_OBJECTS = 4
+# the numbers each kind starts from (the CLI's defaults); the yaw kind's are models/act_target_tool_yaw's
+KIND_DEFAULTS = {
+    "cameras": {"episodes": 240, "recovery_episodes": 120, "steps": 30_000, "save_every": 2_500, "batch_size": 8,
+                "curve_every": 2, "ensemble_coeff": None},
+    # 40,000 x 64 was trained on a lent H200 (results/act_scale); about 4.4 h of this loop on 2 CPU cores
+    "yaw": {"episodes": 360, "recovery_episodes": 0, "steps": 40_000, "save_every": 1_000, "batch_size": 64,
+            "curve_every": 10, "ensemble_coeff": 0.01},
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,22 @@ class RecipeSettings:
     threads: int = 2
     environment_state: bool = True
     encoder: str = ""  # a folder holding backbone.safetensors (models/tabletop_encoder); "": train DIR/encoder
+    kind: str = "cameras"  # or "yaw": KIND_STAGES, KIND_DEFAULTS
+    batch_size: int = 8
+    ensemble_coeff: float | None = None  # the checkpoints' temporal_ensemble_coeff (n_action_steps 1); None: chunks
+    device: str = "cpu"  # where the ACT stage trains (cuda on a lent GPU)
+    eval_episodes: int = 200
+
+    def __post_init__(self):
+        if self.kind not in KIND_STAGES:
+            raise ValueError(f"unknown recipe kind {self.kind!r}; the kinds are {', '.join(KIND_STAGES)}")
+
+    @classmethod
+    def of_kind(cls, kind: str, **given) -> RecipeSettings:
+        """The kind's numbers (KIND_DEFAULTS), with what is given (not None) over them."""
+        if kind not in KIND_DEFAULTS:
+            raise ValueError(f"unknown recipe kind {kind!r}; the kinds are {', '.join(KIND_DEFAULTS)}")
+        return cls(kind=kind, **{**KIND_DEFAULTS[kind], **{k: v for k, v in given.items() if v is not None}})
 
 
 class Recipe:
@@ -77,6 +112,14 @@ class Recipe:
     @property
     def raw_maps(self) -> Path:
         return self.out / "raw_maps"
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return KIND_STAGES[self.settings.kind]
+
+    @property
+    def average(self) -> Path:
+        return self.act_dir / "average" / "pretrained_model"
 
     @property
     def act_dir(self) -> Path:
@@ -104,9 +147,14 @@ class Recipe:
             have = self.recorded_episodes()
             if have >= s.episodes + s.recovery_episodes + s.more_episodes:
                 return None
-            common = ["record", "--cameras", "front,wrist", "--height", "96", "--width", "128",
-                      "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam",
-                      "--raw-maps", str(self.raw_maps), "--backbone", str(self.backbone)]
+            if s.kind == "yaw":  # the reader draws its own 96x128 front and wrist images; ACT takes none
+                common = ["record", "--cameras", "wrist", "--height", "24", "--width", "32", "--environment-state",
+                          "target_tool_yaw", "--after-success-s", "1", "--root", str(self.data), "--repo-id",
+                          "local/act_pick_yaw"]
+            else:
+                common = ["record", "--cameras", "front,wrist", "--height", "96", "--width", "128",
+                          "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam",
+                          "--raw-maps", str(self.raw_maps), "--backbone", str(self.backbone)]
             if not (self.data / "meta" / "info.json").is_file():
                 return [*act_sim, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
             if have < s.episodes:
@@ -132,14 +180,22 @@ class Recipe:
         if stage == "act":
             self.check_act_data()
             if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file() \
-                    and (self.act_dir / "average" / "pretrained_model" / "config.json").is_file():
+                    and (self.average / "config.json").is_file():
                 return None
-            command = [self.python, "-m", "act_node.vision.act_train", "--dataset", str(self.data), "--cache",
-                       str(self.out / "cache"), "--backbone", str(self.backbone), "--out", str(self.act_dir),
-                       "--steps", str(s.steps), "--save-every", str(s.save_every), "--average-last", str(AVERAGE_LAST)]
+            command = [self.python, "-m", "act_node.vision.act_train", "--dataset", str(self.data)]
+            if s.kind == "yaw":
+                command += ["--no-cameras"]
+            else:
+                command += ["--cache", str(self.out / "cache"), "--backbone", str(self.backbone)]
+            command += ["--out", str(self.act_dir), "--steps", str(s.steps), "--batch-size", str(s.batch_size),
+                        "--save-every", str(s.save_every), "--average-last", str(AVERAGE_LAST)]
+            if s.ensemble_coeff is not None:
+                command += ["--temporal-ensemble-coeff", str(s.ensemble_coeff)]
+            if s.device != "cpu":
+                command += ["--device", s.device]
             return command if s.environment_state else [*command, "--no-environment-state"]
         if stage == "curve":
-            label = "cameras" if s.environment_state else "cameras_no_target"
+            label = ("cameras" if s.kind == "cameras" else s.kind) + ("" if s.environment_state else "_no_target")
             curve = self.out / "curve" / "curve.json"
             if curve.is_file():
                 done = json.loads(curve.read_text()).get("runs", {}).get(label, [])
@@ -148,7 +204,30 @@ class Recipe:
             return [*act_sim, "curve", f"{label}={self.act_dir}", "--every", str(s.curve_every), "--episodes",
                     str(s.curve_episodes), "--first-seed", str(CURVE_SEED), "--workers", str(s.threads),
                     "--out", str(self.out / "curve")]
+        if stage == "eval":
+            if self.eval_state() == "done":
+                return None
+            return [*act_sim, "eval", "--policy.path", str(self.average), "--episodes", str(s.eval_episodes),
+                    "--first-seed", str(EVAL_SEED), "--objects", str(EVAL_OBJECTS), "--workers", str(s.threads),
+                    "--videos", "0", "--out", str(self.eval_dir)]
         raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.out / ("eval" if self.settings.environment_state else "eval_no_target")
+
+    def eval_state(self) -> str:
+        """done (a report of the average as it is now, on the settings' episodes), stale (of an earlier average,
+        or of other episodes), or missing."""
+        report = self.eval_dir / "report.json"
+        if not report.is_file():
+            return "missing"
+        there = json.loads(report.read_text())
+        weights = self.average / "model.safetensors"
+        if there.get("episodes") != self.settings.eval_episodes or Path(there.get("policy", "")) != self.average \
+                or not weights.is_file() or weights.stat().st_mtime > report.stat().st_mtime:
+            return "stale"
+        return "done"
 
     def check_act_data(self) -> None:
         """SystemExit when the ACT run in act_dir was trained on fewer (or other) episodes than the dataset holds
@@ -182,6 +261,10 @@ class Recipe:
     def run(self, only: list[str] | None = None) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
         state = self._state()
+        there = state["settings"].get("kind", "cameras")  # a folder from before the kinds: the camera recipe
+        if there != self.settings.kind and state["stages"]:
+            raise SystemExit(f"act-sim recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
+                             "recipe goes in another --out")
         if state["settings"] != asdict(self.settings) and any(state["stages"].values()):
             changed = {k: (state["settings"].get(k), v) for k, v in asdict(self.settings).items()
                        if state["settings"].get(k) != v}
@@ -189,7 +272,11 @@ class Recipe:
             state["settings"] = asdict(self.settings)
         env = {**os.environ, "OMP_NUM_THREADS": str(self.settings.threads), "HF_HUB_OFFLINE": "1",
                "HF_DATASETS_OFFLINE": "1"}
-        for stage in STAGES:
+        for name in only or ():
+            if name not in self.stages:
+                raise ValueError(f"stage {name!r} is not one of the {self.settings.kind} recipe's: "
+                                 f"{', '.join(self.stages)}")
+        for stage in self.stages:
             if only and stage not in only:
                 continue
             command = self.command(stage)

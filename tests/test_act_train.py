@@ -521,3 +521,110 @@ def test_the_training_device_is_checked_before_anything_loads(tiny_dataset, tmp_
         error = capsys.readouterr().err
         assert "--device 'cuda': torch" in error and "sees no CUDA device" in error
     assert not (tmp_path / "out").exists()  # refused before the run's folder was made
+
+
+def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_training(tiny_dataset, tmp_path, capsys):
+    """--temporal-ensemble-coeff C: every checkpoint's config.json says ACT's temporal ensembling with C and
+    n_action_steps 1 (how lerobot-eval, act-sim eval and the graph then run it), and the weights are those of the
+    same run without it; a coefficient that is not finite is refused before anything loads. An image-less run
+    needs no --cache or --backbone; a camera run is refused without them."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from safetensors.torch import load_file
+
+    from act_node.vision.act_train import main
+
+    def command(out: str) -> list[str]:
+        return ["--dataset", str(tiny_dataset), "--out", str(tmp_path / out), "--steps", "2", "--save-every", "2",
+                "--batch-size", "2", "--no-cameras"]
+
+    main([*command("ensembled"), "--temporal-ensemble-coeff", "0.01"])
+    main(command("chunks"))
+    ensembled, chunks = (tmp_path / name / "checkpoints" / "000002" / "pretrained_model"
+                         for name in ("ensembled", "chunks"))
+    config = json.loads((ensembled / "config.json").read_text())
+    assert (config["n_action_steps"], config["temporal_ensemble_coeff"]) == (1, 0.01)
+    assert json.loads((chunks / "config.json").read_text())["temporal_ensemble_coeff"] is None
+    assert ACTPolicy.from_pretrained(str(ensembled)).config.temporal_ensemble_coeff == 0.01
+    first, second = (load_file(str(folder / "model.safetensors")) for folder in (ensembled, chunks))
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    assert json.loads((tmp_path / "chunks" / "run.json").read_text())["backbone"] is None
+    for bad in ("nan", "inf"):
+        with pytest.raises(SystemExit):
+            main([*command("bad"), "--temporal-ensemble-coeff", bad])
+        assert "--temporal-ensemble-coeff must be a finite number" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([a for a in command("bad") if a != "--no-cameras"])
+    assert "a camera ACT needs --cache and --backbone" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
+    """--kind yaw: record (wrist 24x32, the yaw reader's 15 numbers, 360 clean), act (no cameras, batch 64, 40,000
+    steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other kind and a folder holding
+    the other kind's stages are refused; the eval stage is done only for a report of the average as it is now."""
+    recipe = Recipe(tmp_path, RecipeSettings.of_kind("yaw"), python="python")
+    assert recipe.stages == ("record", "act", "curve", "eval")
+    record = recipe.command("record")
+    assert record[record.index("--environment-state") + 1] == "target_tool_yaw"
+    assert record[record.index("--cameras") + 1] == "wrist" and "--raw-maps" not in record
+    assert record[record.index("--episodes") + 1] == "360" and record[record.index("--first-seed") + 1] == "10000"
+    (tmp_path / "data" / "meta").mkdir(parents=True)
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 300}))
+    record = recipe.command("record")  # stopped at 300: the rest, clean (no pushed ones in this kind)
+    assert "--resume" in record and record[record.index("--episodes") + 1] == "60" and "--action-noise" not in record
+    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 360}))
+    assert recipe.command("record") is None
+    act = recipe.command("act")
+    assert "--no-cameras" in act and "--cache" not in act and "--backbone" not in act
+    assert [act[act.index(flag) + 1] for flag in ("--steps", "--batch-size", "--save-every",
+                                                  "--temporal-ensemble-coeff")] == ["40000", "64", "1000", "0.01"]
+    assert "--device" not in act
+    assert "--device" in Recipe(tmp_path, RecipeSettings.of_kind("yaw", device="cuda"), python="python").command("act")
+    curve = recipe.command("curve")
+    assert curve[curve.index("curve") + 1] == f"yaw={tmp_path / 'act'}"
+    evaluation = recipe.command("eval")
+    assert evaluation[evaluation.index("--policy.path") + 1] == str(tmp_path / "act" / "average" / "pretrained_model")
+    assert [evaluation[evaluation.index(flag) + 1] for flag in ("--episodes", "--first-seed", "--objects")] == \
+        ["200", "2000", "4"]
+    average = tmp_path / "act" / "average" / "pretrained_model"
+    average.mkdir(parents=True)
+    (average / "model.safetensors").write_bytes(b"")
+    report = tmp_path / "eval" / "report.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"policy": str(average), "episodes": 50}))
+    assert recipe.eval_state() == "stale"  # of other episodes
+    report.write_text(json.dumps({"policy": str(average), "episodes": 200}))
+    assert recipe.eval_state() == "done" and recipe.command("eval") is None
+    newer = report.stat().st_mtime + 10
+    import os
+    os.utime(average / "model.safetensors", (newer, newer))  # averaged again since: the report is of the last one
+    assert recipe.eval_state() == "stale" and recipe.command("eval") is not None
+    with pytest.raises(ValueError, match="stage 'cache' is not one of the yaw recipe's: record, act, curve, eval"):
+        recipe.run(only=["cache"])
+    with pytest.raises(ValueError, match="unknown recipe kind 'lidar'"):
+        RecipeSettings.of_kind("lidar")
+    (tmp_path / "recipe.json").write_text(json.dumps({"settings": {"kind": "cameras"},
+                                                      "stages": {"record": {"done": True, "seconds": 1}}}))
+    with pytest.raises(SystemExit, match="holds the cameras recipe's stages; the yaw recipe goes in another --out"):
+        recipe.run(only=["eval"])
+
+
+def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
+    from act_node import cli
+
+    seen = []
+    monkeypatch.setattr(Recipe, "run", lambda self, only=None: seen.append(self.settings) or {"stages": {}})
+    cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path)])
+    yaw = seen[0]
+    assert (yaw.kind, yaw.episodes, yaw.recovery_episodes, yaw.steps, yaw.batch_size, yaw.save_every,
+            yaw.ensemble_coeff) == ("yaw", 360, 0, 40_000, 64, 1_000, 0.01)
+    cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--steps", "500", "--device", "cuda"])
+    assert (seen[1].steps, seen[1].batch_size, seen[1].device) == (500, 64, "cuda")
+    cli.main(["recipe", "--out", str(tmp_path)])
+    cameras = seen[2]
+    assert (cameras.kind, cameras.episodes, cameras.recovery_episodes, cameras.steps, cameras.batch_size,
+            cameras.ensemble_coeff) == ("cameras", 240, 120, 30_000, 8, None)
+    with pytest.raises(SystemExit, match="--encoder is the camera recipe's"):
+        cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--encoder", "models/tabletop_encoder"])
+    with pytest.raises(SystemExit):
+        cli.main(["recipe", "--kind", "lidar", "--out", str(tmp_path)])

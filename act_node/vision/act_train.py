@@ -159,6 +159,18 @@ def policy_config(dataset_root: Path, use_environment_state: bool = True, use_ca
     return act_config(inputs, outputs, normalization_mapping=mapping)
 
 
+def execution_config(config, ensemble_coeff: float):
+    """`config` saying the execution measured on the shipped checkpoint (models/act_target_tool_yaw): ACT's temporal
+    ensembling with this coefficient, so n_action_steps 1. lerobot-eval, act-sim eval and the graph (merge:=auto)
+    read it from the checkpoint's config.json. Training is the same either way. ValueError on a coefficient that is
+    not a finite number."""
+    if not (isinstance(ensemble_coeff, (int, float)) and math.isfinite(ensemble_coeff)):
+        raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {ensemble_coeff!r}")
+    from dataclasses import replace
+
+    return replace(config, n_action_steps=1, temporal_ensemble_coeff=float(ensemble_coeff))
+
+
 def dataset_stats(dataset_root: Path, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
     stats = json.loads((Path(dataset_root) / "meta" / "stats.json").read_text())
     return {key: {name: torch.tensor(value, dtype=torch.float32) for name, value in stats[key].items()}
@@ -230,18 +242,23 @@ def dataset_size(root: Path) -> dict[str, int]:
 class Run:
     """One ACT training run in OUT: build or resume, step, checkpoint."""
 
-    def __init__(self, dataset_root: Path, cache: Path, backbone: Path, out: Path, settings: Settings,
-                 device: str = "cpu"):
+    def __init__(self, dataset_root: Path, cache: Path | None, backbone: Path | None, out: Path, settings: Settings,
+                 device: str = "cpu", ensemble_coeff: float | None = None):
         from lerobot.policies.act.modeling_act import ACTPolicy
         from lerobot.policies.factory import make_pre_post_processors
 
         from act_node.vision.export import load_backbone
 
         self.device = training_device(device)
-        self.dataset_root, self.backbone_path = Path(dataset_root), Path(backbone)
+        self.dataset_root = Path(dataset_root)
+        self.backbone_path = Path(backbone) if backbone is not None else None  # None: image-less, none is read
         self.out, self.settings = Path(out), settings
         self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
+        if ensemble_coeff is not None:  # how the checkpoints run, not how they train (ACTPolicy.forward reads neither)
+            self.config = execution_config(self.config, ensemble_coeff)
         self.cameras = [camera_name(key) for key in self.config.image_features]
+        if self.cameras and (self.backbone_path is None or cache is None):
+            raise ValueError("a camera ACT needs the backbone and the cache of its maps (or no cameras)")
         self.data = Demonstrations.load(dataset_root, cache, self.cameras, settings.episodes)
         if not settings.use_environment_state:
             self.data.env = np.zeros((len(self.data), 0), dtype=np.float32)
@@ -276,6 +293,9 @@ class Run:
         if self.backbone is not None:
             self.policy.model.backbone = CachedMaps() if cached else self.backbone
 
+    def _backbone_name(self) -> str | None:
+        return str(self.backbone_path.resolve()) if self.backbone_path is not None else None
+
     @property
     def checkpoints(self) -> Path:
         return self.out / "checkpoints"
@@ -284,7 +304,7 @@ class Run:
         state_path = self.checkpoints / "state.pt"
         pinned = self.out / "run.json"
         wanted = {"settings": {**asdict(self.settings), "steps": None}, "dataset": str(self.dataset_root.resolve()),
-                  "backbone": str(self.backbone_path.resolve()), "dataset_size": dataset_size(self.dataset_root)}
+                  "backbone": self._backbone_name(), "dataset_size": dataset_size(self.dataset_root)}
         if pinned.is_file():
             there = json.loads(pinned.read_text())
             # a setting added since that run was pinned was its default then; a pin without the dataset's size
@@ -338,7 +358,7 @@ class Run:
         (model / SETTINGS_FILE).write_text(json.dumps({
             "trainer": "act_node.vision.act_train (LeRobot ACTPolicy, " + (
                 "frozen pretrained backbone, cached maps)" if self.backbone is not None else "no cameras)"),
-            "dataset_root": str(self.dataset_root.resolve()), "backbone": str(self.backbone_path.resolve()),
+            "dataset_root": str(self.dataset_root.resolve()), "backbone": self._backbone_name(),
             "step": self.step, "frames": len(self.data), **asdict(self.settings)}, indent=1) + "\n")
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(scratch, folder)
@@ -435,8 +455,9 @@ def average_last(out: Path, steps: int, count: int) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m act_node.vision.act_train", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--cache", required=True)
-    parser.add_argument("--backbone", required=True)
+    parser.add_argument("--cache", default=None, help="the cache stage's folder (not read with --no-cameras)")
+    parser.add_argument("--backbone", default=None,
+                        help="the frozen backbone's safetensors (not read with --no-cameras)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int, default=Settings.steps)
     parser.add_argument("--batch-size", type=int, default=Settings.batch_size)
@@ -459,10 +480,16 @@ def main(argv: list[str] | None = None) -> None:
                         "continues a finished run at a smaller step (a cool-down)")
     parser.add_argument("--device", default="cpu",
                         help="where the policy trains: cpu (default) or cuda[:N]; the checkpoints load anywhere")
+    parser.add_argument("--temporal-ensemble-coeff", type=float, default=None, metavar="C",
+                        help="the checkpoints' config.json says ACT's temporal ensembling with C (n_action_steps 1): "
+                        "how they then run in lerobot-eval, act-sim eval and the graph; training is the same "
+                        "(models/act_target_tool_yaw runs so, with 0.01)")
     parser.add_argument("--average-last", type=int, default=0, metavar="K",
                         help="then write OUT/average/pretrained_model, the mean of the last K checkpoints' weights "
                         "(K >= 2; the recipe uses 3)")
     args = parser.parse_args(argv)
+    if not args.no_cameras and (args.cache is None or args.backbone is None):
+        parser.error("a camera ACT needs --cache and --backbone (or --no-cameras: the image-less ACT)")
     if args.average_last == 1 or args.average_last < 0:
         parser.error(f"--average-last {args.average_last}: averaging takes at least two checkpoints (or 0: none)")
     try:  # a bad setting is refused here, before any data loads
@@ -472,9 +499,13 @@ def main(argv: list[str] | None = None) -> None:
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
                             episodes=args.episodes, lr=args.lr)
         training_device(args.device)
+        if args.temporal_ensemble_coeff is not None and not math.isfinite(args.temporal_ensemble_coeff):
+            raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {args.temporal_ensemble_coeff}")
     except ValueError as error:
         parser.error(str(error))
-    run = Run(Path(args.dataset), Path(args.cache), Path(args.backbone), Path(args.out), settings, args.device)
+    optional = lambda value: Path(value) if value is not None else None  # noqa: E731
+    run = Run(Path(args.dataset), optional(args.cache), optional(args.backbone), Path(args.out), settings, args.device,
+              ensemble_coeff=args.temporal_ensemble_coeff)
     run.train()
     if args.average_last:
         print(f"averaged: {average_last(Path(args.out), settings.steps, args.average_last)}")
