@@ -85,6 +85,9 @@ class RecipeSettings:
     def __post_init__(self):
         if self.kind not in KIND_STAGES:
             raise ValueError(f"unknown recipe kind {self.kind!r}; the kinds are {', '.join(KIND_STAGES)}")
+        for name in ("steps", "batch_size", "save_every", "curve_every", "curve_episodes", "eval_episodes", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
 
     @classmethod
     def of_kind(cls, kind: str, **given) -> RecipeSettings:
@@ -207,10 +210,10 @@ class Recipe:
         if stage == "eval":
             if self.eval_state() == "done":
                 return None
-            return [*act_sim, "eval", "--policy.path", str(self.average), "--episodes", str(s.eval_episodes),
+            return [*act_sim, "eval", "--policy.path", str(self.average.resolve()), "--episodes", str(s.eval_episodes),
                     "--first-seed", str(EVAL_SEED), "--objects", str(EVAL_OBJECTS), "--workers", str(s.threads),
                     "--videos", "0", "--out", str(self.eval_dir)]
-        raise ValueError(f"unknown stage {stage!r}; the stages are {', '.join(STAGES)}")
+        raise ValueError(f"unknown stage {stage!r}; the {s.kind} recipe's stages are {', '.join(self.stages)}")
 
     @property
     def eval_dir(self) -> Path:
@@ -224,7 +227,8 @@ class Recipe:
             return "missing"
         there = json.loads(report.read_text())
         weights = self.average / "model.safetensors"
-        if there.get("episodes") != self.settings.eval_episodes or Path(there.get("policy", "")) != self.average \
+        if there.get("episodes") != self.settings.eval_episodes \
+                or Path(there.get("policy", "")).resolve() != self.average.resolve() \
                 or not weights.is_file() or weights.stat().st_mtime > report.stat().st_mtime:
             return "stale"
         return "done"
@@ -265,6 +269,8 @@ class Recipe:
         if there != self.settings.kind and state["stages"]:
             raise SystemExit(f"act-sim recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
                              "recipe goes in another --out")
+        # a setting added since that folder's last run was its default then
+        state["settings"] = {**asdict(RecipeSettings()), **state["settings"]}
         if state["settings"] != asdict(self.settings) and any(state["stages"].values()):
             changed = {k: (state["settings"].get(k), v) for k, v in asdict(self.settings).items()
                        if state["settings"].get(k) != v}
@@ -301,8 +307,9 @@ class Recipe:
                     record["seconds"] = round(record["seconds"] + time.monotonic() - started, 1)
                     self._write_state(state)
                 if result.returncode != 0:
-                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); run the "
-                                     f"same command again to go on from there")
+                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); what it "
+                                     "printed says why; once that is fixed (a stop or a crash needs nothing), the "
+                                     "same command goes on from there")
                 following = self.command(stage)
                 if following == command:
                     raise SystemExit(f"act-sim recipe: stage {stage} ended (exit 0) without its result: "

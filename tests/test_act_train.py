@@ -548,6 +548,15 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
     first, second = (load_file(str(folder / "model.safetensors")) for folder in (ensembled, chunks))
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
     assert json.loads((tmp_path / "chunks" / "run.json").read_text())["backbone"] is None
+    # a resume that would save checkpoints running otherwise than the first ones is refused; one pinned before the
+    # ensembling was (no key), or an image-less one pinned with an unused backbone path, resumes
+    with pytest.raises(SystemExit, match="holds a run with other settings"):
+        main([*command("chunks"), "--temporal-ensemble-coeff", "0.05"])
+    pin = tmp_path / "chunks" / "run.json"
+    old = {k: v for k, v in json.loads(pin.read_text()).items() if k != "ensemble_coeff"}
+    pin.write_text(json.dumps({**old, "backbone": "/tmp/none"}))
+    main([*command("chunks"), "--steps", "4"])
+    assert (tmp_path / "chunks" / "checkpoints" / "000004" / "pretrained_model").is_dir()
     for bad in ("nan", "inf"):
         with pytest.raises(SystemExit):
             main([*command("bad"), "--temporal-ensemble-coeff", bad])
@@ -599,6 +608,14 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     import os
     os.utime(average / "model.safetensors", (newer, newer))  # averaged again since: the report is of the last one
     assert recipe.eval_state() == "stale" and recipe.command("eval") is not None
+    report.write_text(json.dumps({"policy": str(average.relative_to(tmp_path)), "episodes": 200}))
+    os.utime(report, (newer + 1, newer + 1))
+    import contextlib
+    with contextlib.chdir(tmp_path):  # the same average named from elsewhere: done, not run again
+        assert recipe.eval_state() == "done"
+    assert evaluation[evaluation.index("--policy.path") + 1] == str(average.resolve())
+    with pytest.raises(ValueError, match="--eval-episodes 0: must be at least 1"):
+        RecipeSettings.of_kind("yaw", eval_episodes=0)
     with pytest.raises(ValueError, match="stage 'cache' is not one of the yaw recipe's: record, act, curve, eval"):
         recipe.run(only=["cache"])
     with pytest.raises(ValueError, match="unknown recipe kind 'lidar'"):

@@ -253,6 +253,7 @@ class Run:
         self.dataset_root = Path(dataset_root)
         self.backbone_path = Path(backbone) if backbone is not None else None  # None: image-less, none is read
         self.out, self.settings = Path(out), settings
+        self.ensemble_coeff = ensemble_coeff
         self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
         if ensemble_coeff is not None:  # how the checkpoints run, not how they train (ACTPolicy.forward reads neither)
             self.config = execution_config(self.config, ensemble_coeff)
@@ -304,13 +305,18 @@ class Run:
         state_path = self.checkpoints / "state.pt"
         pinned = self.out / "run.json"
         wanted = {"settings": {**asdict(self.settings), "steps": None}, "dataset": str(self.dataset_root.resolve()),
-                  "backbone": self._backbone_name(), "dataset_size": dataset_size(self.dataset_root)}
+                  "backbone": self._backbone_name(), "dataset_size": dataset_size(self.dataset_root),
+                  # not training, but a run resumed with another would save checkpoints that run unlike its first
+                  "ensemble_coeff": self.ensemble_coeff}
         if pinned.is_file():
             there = json.loads(pinned.read_text())
-            # a setting added since that run was pinned was its default then; a pin without the dataset's size
-            # (written before it was pinned) is not compared on it
+            # a setting added since that run was pinned was its default then; a pin without the dataset's size or
+            # the ensembling (written before they were pinned) is not compared on them
             there["settings"] = {**asdict(Settings()), "steps": None, **there.get("settings", {})}
             there.setdefault("dataset_size", wanted["dataset_size"])
+            there.setdefault("ensemble_coeff", wanted["ensemble_coeff"])
+            if not self.settings.use_cameras:  # no backbone is read: whatever path an image-less run was given
+                there["backbone"] = wanted["backbone"] = None
             if there["dataset_size"] != wanted["dataset_size"]:
                 raise SystemExit(f"{self.out} holds a run on {there['dataset_size']['episodes']} episodes "
                                  f"({there['dataset_size']['frames']} frames) of {self.dataset_root}, which holds "
