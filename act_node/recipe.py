@@ -85,6 +85,11 @@ class RecipeSettings:
     def __post_init__(self):
         if self.kind not in KIND_STAGES:
             raise ValueError(f"unknown recipe kind {self.kind!r}; the kinds are {', '.join(KIND_STAGES)}")
+        if self.kind == "yaw" and not self.environment_state:
+            raise ValueError("--no-environment-state: the yaw recipe's ACT takes no image, so environment_state (the "
+                             "target, the request, the tool, the yaw) is all it knows of the table; without it "
+                             "there is no object to pick. The target's worth is the camera recipe's ablation "
+                             "(--kind cameras --no-environment-state)")
         for name in ("steps", "batch_size", "save_every", "curve_every", "curve_episodes", "eval_episodes", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")

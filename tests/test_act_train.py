@@ -614,6 +614,8 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     with contextlib.chdir(tmp_path):  # the same average named from elsewhere: done, not run again
         assert recipe.eval_state() == "done"
     assert evaluation[evaluation.index("--policy.path") + 1] == str(average.resolve())
+    with pytest.raises(ValueError, match="--no-environment-state: the yaw recipe's ACT takes no image"):
+        RecipeSettings.of_kind("yaw", environment_state=False)
     with pytest.raises(ValueError, match="--eval-episodes 0: must be at least 1"):
         RecipeSettings.of_kind("yaw", eval_episodes=0)
     with pytest.raises(ValueError, match="stage 'cache' is not one of the yaw recipe's: record, act, curve, eval"):
