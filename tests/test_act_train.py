@@ -647,3 +647,31 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
         cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--encoder", "models/tabletop_encoder"])
     with pytest.raises(SystemExit):
         cli.main(["recipe", "--kind", "lidar", "--out", str(tmp_path)])
+
+
+def test_the_cvae_option_trains_acts_own_vae_and_lerobot_runs_it(tiny_dataset, tmp_path):
+    """--vae: the same loop with ACT's CVAE on (LeRobot's own: a VAE encoder over the chunk, the KL term in the
+    loss); the checkpoint says use_vae and LeRobot loads it and answers a chunk (its latent 0 at inference). The
+    setting is pinned: a run does not switch it midway."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    from act_node.vision.act_train import main
+
+    run = Run(tiny_dataset, None, None, tmp_path / "vae", Settings(steps=2, batch_size=2, save_every=2,
+                                                                     use_cameras=False, vae=True))
+    _, losses = run.policy.forward(run.preprocessor(run.data.batch(np.random.default_rng(0), 2)))
+    assert "kld_loss" in losses
+    model = run.train(progress=False) / "pretrained_model"
+    assert json.loads((model / "config.json").read_text())["use_vae"] is True
+    loaded = ACTPolicy.from_pretrained(str(model)).eval()
+    assert any(name.startswith("model.vae_encoder.") for name, _ in loaded.named_parameters())
+    preprocessor, _ = make_pre_post_processors(loaded.config, pretrained_path=str(model))
+    observation = {"observation.state": torch.from_numpy(run.data.state[:1]),
+                   "observation.environment_state": torch.from_numpy(run.data.env[:1])}
+    assert loaded.predict_action_chunk(preprocessor(observation)).shape == (1, 100, 6)
+    plain = Run(tiny_dataset, None, None, tmp_path / "plain", Settings(steps=2, batch_size=2, use_cameras=False))
+    assert not any(name.startswith("model.vae_encoder.") for name, _ in plain.policy.named_parameters())
+    with pytest.raises(SystemExit, match="holds a run with other settings"):
+        main(["--dataset", str(tiny_dataset), "--out", str(tmp_path / "vae"), "--steps", "4", "--save-every", "2",
+              "--batch-size", "2", "--no-cameras"])

@@ -59,6 +59,10 @@ class Settings:
     init_from: str | None = None  # a pretrained_model of the same data (the image-less run): its weights to start
     episodes: int | None = None  # train on the dataset's first N episodes only (the recipe's clean ones: 240)
     lr: float | None = None  # AdamW's learning rate; None: the recipe's (ACTConfig.optimizer_lr, 1e-4)
+    # ACT's CVAE (LeRobot's defaults: a 4-layer encoder over the chunk, latent 32, KL weight 10; at inference the
+    # latent is 0). Off in the recipe: the expert is scripted. But its grasp side depends on what the image-less
+    # policy is not given (the neighbours, a ball's yaw: results/act_grasp), so to the policy it is not one-valued
+    vae: bool = False
 
     def __post_init__(self):
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
@@ -136,7 +140,8 @@ class Demonstrations:
         return batch
 
 
-def policy_config(dataset_root: Path, use_environment_state: bool = True, use_cameras: bool = True):
+def policy_config(dataset_root: Path, use_environment_state: bool = True, use_cameras: bool = True,
+                  vae: bool = False):
     """The recipe's ACTConfig (training.act_config's numbers) for this dataset's features, images VISUAL IDENTITY
     (the encoder's input: float RGB in [0, 1]) and the backbone's learning rate 0 in spirit: it is frozen.
     Without `use_cameras` the dataset's videos are left out: an ACT on the joints (and target) only."""
@@ -156,7 +161,7 @@ def policy_config(dataset_root: Path, use_environment_state: bool = True, use_ca
     outputs = {ACTION: PolicyFeature(FeatureType.ACTION, tuple(features[ACTION]["shape"]))}
     mapping = {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
                "ACTION": NormalizationMode.MEAN_STD}
-    return act_config(inputs, outputs, normalization_mapping=mapping)
+    return act_config(inputs, outputs, normalization_mapping=mapping, **({"use_vae": True} if vae else {}))
 
 
 def execution_config(config, ensemble_coeff: float):
@@ -254,7 +259,7 @@ class Run:
         self.backbone_path = Path(backbone) if backbone is not None else None  # None: image-less, none is read
         self.out, self.settings = Path(out), settings
         self.ensemble_coeff = ensemble_coeff
-        self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras)
+        self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras, settings.vae)
         if ensemble_coeff is not None:  # how the checkpoints run, not how they train (ACTPolicy.forward reads neither)
             self.config = execution_config(self.config, ensemble_coeff)
         self.cameras = [camera_name(key) for key in self.config.image_features]
@@ -486,6 +491,9 @@ def main(argv: list[str] | None = None) -> None:
                         "continues a finished run at a smaller step (a cool-down)")
     parser.add_argument("--device", default="cpu",
                         help="where the policy trains: cpu (default) or cuda[:N]; the checkpoints load anywhere")
+    parser.add_argument("--vae", action="store_true",
+                        help="ACT's CVAE on (LeRobot's defaults: 4 encoder layers over the chunk, latent 32, KL "
+                        "weight 10); the recipe keeps it off")
     parser.add_argument("--temporal-ensemble-coeff", type=float, default=None, metavar="C",
                         help="the checkpoints' config.json says ACT's temporal ensembling with C (n_action_steps 1): "
                         "how they then run in lerobot-eval, act-sim eval and the graph; training is the same "
@@ -503,7 +511,7 @@ def main(argv: list[str] | None = None) -> None:
                             seed=args.seed, use_environment_state=not args.no_environment_state,
                             use_cameras=not args.no_cameras,
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
-                            episodes=args.episodes, lr=args.lr)
+                            episodes=args.episodes, lr=args.lr, vae=args.vae)
         training_device(args.device)
         if args.temporal_ensemble_coeff is not None and not math.isfinite(args.temporal_ensemble_coeff):
             raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {args.temporal_ensemble_coeff}")
