@@ -7,6 +7,9 @@
   act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
                    (--ros: through the ROS 2 graph instead of in-process)
+  act-sim curve    every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
+  act-sim recipe   an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
+                   --kind yaw: the launch default's, models/act_target_tool_yaw)
   act-sim launch   the ROS 2 node graph of launch/sim.launch.py, without the launch package:
                    act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
                    (record:=DIR records the graph's episodes; teleop:=leader leader_port:=... a leader arm drives)

@@ -11,7 +11,9 @@ fields): it checks itself when made, and produces everything downstream from the
 
 Defaults, and why:
 - 30 fps: LeRobot's SO-101 recording rate; the sim steps physics at 240 Hz, 8 substeps a tick.
-- chunk 100, re-plan every 30 ticks: ACT's chunk; once a second at 30 fps (the grasp takes about 4 s).
+- chunk 100: ACT's chunk. Re-plan every 30 ticks (once a second at 30 fps; the grasp takes about 4 s): the expert's
+  cadence and the n_action_steps the recipes write; a checkpoint re-plans as its own config says (1 when it
+  ensembles, as the shipped one does: GraphConfig.replan_ticks).
 - episodes of 300 ticks (10 s): the expert needs about 5 s.
 - velocity bound: the STS3215's no-load speed (act_node.so101).
 - images: 240x320 for the sim's own views and videos, 96x128 for training a camera policy (the camera recipe's
@@ -41,7 +43,7 @@ from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES
 
 FPS = 30
 CHUNK_SIZE = 100
-REPLAN_EVERY = 30  # ACT's n_action_steps and the expert's cadence
+REPLAN_EVERY = 30  # the expert's cadence and the recipes' n_action_steps (a checkpoint's own config wins)
 EPISODE_STEPS = 300
 DEFAULT_CAMERAS = ("front", "wrist")
 SIM_IMAGE_SIZE = (240, 320)
@@ -75,8 +77,8 @@ class GraphConfig:
                               choices=RENDER_CHOICES)
     episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
     first_seed: int = _argument(0, "seed of the first episode", low=0)
-    replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, {REPLAN_EVERY} for "
-                                     "the expert)", low=0)
+    replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, 1 when it "
+                                     f"ensembles; {REPLAN_EVERY} for the expert)", low=0)
     camera_every: int = _argument(0, "ticks between camera images from the sim: 0 renders only what is consumed "
                                   "(lockstep, and realtime with policy:=act: the re-plan ticks the policy answers; "
                                   "realtime otherwise: after each chunk, and after a second without one), 1 every "

@@ -195,9 +195,9 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
             # every_n under both clocks: answering the newest observation whenever free (latest) re-plans every few
-            # ticks under clock:=realtime, and the ACTs here then miss everything (0/20 of seeds 2000-2019 for
-            # models/act_target_tool_yaw, 12/20 in lockstep; with every_n and the cameras drawn on its ticks the
-            # realtime outcomes are the lockstep ones: results/act_yaw)
+            # ticks under clock:=realtime, and a checkpoint run in chunks then misses everything (0/20 of seeds
+            # 2000-2019 for models/act_target_tool_yaw in chunks of 30, 12/20 in lockstep: results/act_yaw). An
+            # ensembling checkpoint (the shipped one) resolves replan_every to 1: an answer every tick
             "threads": config.threads, "infer": "every_n"})
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
@@ -241,7 +241,8 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
             # every_n, as in the sim: one answer each replan_every ticks of the arm's own joint states, the
-            # n_action_steps the checkpoint trained with (answering whenever free re-plans every tick or two)
+            # checkpoint's n_action_steps (1 for an ensembling one: every tick; answering whenever free would
+            # re-plan at whatever cadence the machine allows)
             "threads": config.threads, "replan_every": replan, "infer": "every_n", "run_on_start": True,
             "task": robot["task"]},
             remappings=target)

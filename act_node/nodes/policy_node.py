@@ -75,8 +75,8 @@ POLICY_PARAMETERS = (
     Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
     Spec("skew_s", 0.01, "seconds by which images and joints of one observation may differ in stamp", low=0.0,
          high=1.0),
-    Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, as the checkpoint's "
-         "n_action_steps ran in training (the sim under both clocks, an arm); latest: the newest whenever free",
+    Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, the checkpoint's "
+         "n_action_steps (the sim under both clocks, an arm); latest: the newest whenever free",
          choices=("every_n", "latest")),
     from_config("replan_every"),
     Spec("use_target", True, "feed target/point and the task's requested kind as environment_state when the "
@@ -453,8 +453,9 @@ class PolicyNode(Node):
 
     def _due(self, stamp: float) -> bool:
         """every_n: an observation in a later block of replan_every ticks than the last answer's, so the answers
-        stand replan_every ticks apart as the checkpoint's n_action_steps were in training. A lockstep sim waits on
-        each block's first tick, so that one is answered; on an arm, whose joint states come on a wall-clock timer,
+        stand replan_every ticks apart, as the checkpoint's n_action_steps says (1, every tick, when it ensembles).
+        A lockstep sim waits on each block's first tick, so that one is answered; on an arm, whose joint states come
+        on a wall-clock timer,
         a block's first tick may be late or missing, and the block's next observation is answered instead of
         none until the block after. Before the run's first answer, any tick: a lockstep sim holds a tick each
         lockstep_timeout_s while nothing answers, and a policy that comes up after that (a checkpoint loading
