@@ -397,9 +397,6 @@ def cmd_recipe(args: argparse.Namespace) -> None:
             save_every=args.save_every, batch_size=args.batch_size, curve_every=args.curve_every,
             curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
             encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes)
-        if args.kind == "yaw" and args.encoder:
-            raise ValueError("--encoder is the camera recipe's: the yaw recipe's reader, models/yaw_reader, names "
-                             "its own backbone")
         state = Recipe(Path(args.out), settings).run(only=args.stage)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim recipe: {error}") from None

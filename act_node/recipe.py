@@ -90,6 +90,9 @@ class RecipeSettings:
                              "target, the request, the tool, the yaw) is all it knows of the table; without it "
                              "there is no object to pick. The target's worth is the camera recipe's ablation "
                              "(--kind cameras --no-environment-state)")
+        if self.kind == "yaw" and self.encoder:
+            raise ValueError("--encoder is the camera recipe's: the yaw recipe's reader, models/yaw_reader, names "
+                             "its own backbone")
         for name in ("steps", "batch_size", "save_every", "curve_every", "curve_episodes", "eval_episodes", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
@@ -97,9 +100,8 @@ class RecipeSettings:
     @classmethod
     def of_kind(cls, kind: str, **given) -> RecipeSettings:
         """The kind's numbers (KIND_DEFAULTS), with what is given (not None) over them."""
-        if kind not in KIND_DEFAULTS:
-            raise ValueError(f"unknown recipe kind {kind!r}; the kinds are {', '.join(KIND_DEFAULTS)}")
-        return cls(kind=kind, **{**KIND_DEFAULTS[kind], **{k: v for k, v in given.items() if v is not None}})
+        # an unknown kind has no defaults here; __post_init__ refuses it, naming the kinds
+        return cls(kind=kind, **{**KIND_DEFAULTS.get(kind, {}), **{k: v for k, v in given.items() if v is not None}})
 
 
 class Recipe:
@@ -203,7 +205,7 @@ class Recipe:
                 command += ["--device", s.device]
             return command if s.environment_state else [*command, "--no-environment-state"]
         if stage == "curve":
-            label = ("cameras" if s.kind == "cameras" else s.kind) + ("" if s.environment_state else "_no_target")
+            label = s.kind + ("" if s.environment_state else "_no_target")
             curve = self.out / "curve" / "curve.json"
             if curve.is_file():
                 done = json.loads(curve.read_text()).get("runs", {}).get(label, [])

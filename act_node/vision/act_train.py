@@ -169,11 +169,16 @@ def execution_config(config, ensemble_coeff: float):
     ensembling with this coefficient, so n_action_steps 1. lerobot-eval, act-sim eval and the graph (merge:=auto)
     read it from the checkpoint's config.json. Training is the same either way. ValueError on a coefficient that is
     not a finite number."""
-    if not (isinstance(ensemble_coeff, (int, float)) and math.isfinite(ensemble_coeff)):
-        raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {ensemble_coeff!r}")
     from dataclasses import replace
 
-    return replace(config, n_action_steps=1, temporal_ensemble_coeff=float(ensemble_coeff))
+    return replace(config, n_action_steps=1, temporal_ensemble_coeff=checked_ensemble_coeff(ensemble_coeff))
+
+
+def checked_ensemble_coeff(value) -> float:
+    """`value` as a float; ValueError naming --temporal-ensemble-coeff when it is not a finite number."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {value!r}")
+    return float(value)
 
 
 def dataset_stats(dataset_root: Path, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
@@ -513,8 +518,8 @@ def main(argv: list[str] | None = None) -> None:
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
                             episodes=args.episodes, lr=args.lr, vae=args.vae)
         training_device(args.device)
-        if args.temporal_ensemble_coeff is not None and not math.isfinite(args.temporal_ensemble_coeff):
-            raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {args.temporal_ensemble_coeff}")
+        if args.temporal_ensemble_coeff is not None:
+            checked_ensemble_coeff(args.temporal_ensemble_coeff)
     except ValueError as error:
         parser.error(str(error))
     optional = lambda value: Path(value) if value is not None else None  # noqa: E731
