@@ -21,6 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+
+def checked_ensemble_coeff(value) -> float:
+    """`value` as a float; ValueError naming --temporal-ensemble-coeff when it is not a finite number."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {value!r}")
+    return float(value)
+
+
 MERGE_RULES = ("replace", "average", "ensemble")
 ENSEMBLE_COEFF = 0.01  # ACT's temporal_ensemble_coeff (the paper's, LeRobot's suggested value)
 # Where an arm's commands come from: chunks on act/action_chunk (a policy, the expert) or a leader arm's joint

@@ -384,7 +384,18 @@ def cmd_curve(args: argparse.Namespace) -> None:
 
 
 def cmd_recipe(args: argparse.Namespace) -> None:
+    from dataclasses import replace
+
     from act_node.recipe import Recipe, RecipeSettings
+
+    def ensemble_coeff(text: str | None) -> float | None:  # None: the kind's; "none" is applied after
+        if text is None or text.lower() == "none":
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise SystemExit(f"act-sim recipe: --temporal-ensemble-coeff {text!r}: a number, or none for chunks of "
+                             "n_action_steps") from None
 
     for flag in ("episodes", "recovery_episodes", "more_episodes"):
         if getattr(args, flag) is not None and getattr(args, flag) < 0:
@@ -396,7 +407,10 @@ def cmd_recipe(args: argparse.Namespace) -> None:
             more_episodes=args.more_episodes, action_noise=args.action_noise, steps=args.steps,
             save_every=args.save_every, batch_size=args.batch_size, curve_every=args.curve_every,
             curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
-            encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes)
+            encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes,
+            environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff))
+        if args.temporal_ensemble_coeff is not None and args.temporal_ensemble_coeff.lower() == "none":
+            settings = replace(settings, ensemble_coeff=None)  # chunks of n_action_steps
         state = Recipe(Path(args.out), settings).run(only=args.stage)
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim recipe: {error}") from None
@@ -600,22 +614,28 @@ def main(argv: list[str] | None = None) -> None:
     recipe.add_argument("--kind", choices=["cameras", "yaw"], default="cameras",
                         help="cameras: the camera ACT (image tokens through the pretrained, frozen backbone); yaw: "
                         "models/act_target_tool_yaw's recipe (no image tokens, the yaw read from the cameras by "
-                        "models/yaw_reader; 360 demonstrations, 40,000 steps at batch 64, ensembled). The numbers "
-                        "below default to the kind's (act_node/recipe.py KIND_DEFAULTS)")
-    recipe.add_argument("--episodes", type=int, default=None,
-                        help="clean expert demonstrations to record (240; yaw 360)")
+                        "models/yaw_reader). Both default to 360 demonstrations, 40,000 steps at batch 64, "
+                        "ensembled (act_node/recipe.py KIND_DEFAULTS; the camera recipe's first run, "
+                        "results/act_cameras: --episodes 240 --recovery-episodes 120 --steps 30000 --batch-size 8 "
+                        "--save-every 2500 --curve-every 2 --temporal-ensemble-coeff none --environment-layout target)")
+    recipe.add_argument("--episodes", type=int, default=None, help="clean expert demonstrations to record (360)")
     recipe.add_argument("--recovery-episodes", type=int, default=None,
-                        help="then demonstrations pushed off the plan on the way to the object (recoveries; 120, "
-                        "yaw 0)")
+                        help="then demonstrations pushed off the plan on the way to the object (recoveries; 0)")
     recipe.add_argument("--more-episodes", type=int, default=None,
                         help="then more clean demonstrations, recorded after the pushed ones (0: 240 more measured no "
                         "gain: results/act_cameras/README.md)")
     recipe.add_argument("--action-noise", type=float, default=None, help="the pushes' scale (act-sim record; 1)")
-    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (30,000; yaw 40,000)")
-    recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (8; yaw 64)")
-    recipe.add_argument("--save-every", type=int, default=None, help="ACT steps between checkpoints (2,500; yaw 1,000)")
+    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (40,000)")
+    recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (64)")
+    recipe.add_argument("--save-every", type=int, default=None, help="ACT steps between checkpoints (1,000)")
+    recipe.add_argument("--temporal-ensemble-coeff", default=None, metavar="C",
+                        help="written into the checkpoints' config.json (n_action_steps 1): how they run in eval, "
+                        "the curve and the graph; none: chunks of n_action_steps (0.01)")
+    recipe.add_argument("--environment-layout", choices=["target", "target_tool", "target_tool_yaw"], default=None,
+                        help="observation.environment_state (act-sim record --environment-state): cameras "
+                        "target_tool (default) or target; yaw target_tool_yaw only")
     recipe.add_argument("--device", default=None, help="where the ACT stage trains: cpu (default) or cuda[:N]")
-    recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (2; yaw 10)")
+    recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (10)")
     recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
     recipe.add_argument("--eval-episodes", type=int, default=None,
                         help="the eval stage's seeds from 2000, 4 objects (200: the cards')")

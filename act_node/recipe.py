@@ -10,6 +10,10 @@ target_tool_yaw layout, the requested object's yaw read from the front and wrist
 last 3 checkpoints, run with ACT's temporal ensembling (0.01). Its stages are record, act, curve and eval (no
 encoder, no maps to cache). On a lent GPU: --device cuda.
 
+--kind cameras (the default) trains the camera ACT at the same scale, with the front and wrist images through the
+frozen backbone and environment_state's target_tool layout (the tool relative to the target, no yaw: the images
+are to show it); KIND_DEFAULTS says where its numbers come from.
+
 Stages, each a command of its own (printed before it runs, so any one can be run by hand), each skipped when
 its result is there and continued when it is half done:
   encoder   DIR/encoder    python -m act_node.vision.encoder: ACT's ResNet-18 pretrained on the simulator's labels
@@ -42,6 +46,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from act_node.chunks import checked_ensemble_coeff
+from act_node.table_frame import environment_layout
+
 STAGES = ("encoder", "record", "cache", "act", "curve", "eval")
 KIND_STAGES = {"cameras": STAGES, "yaw": ("record", "act", "curve", "eval")}
 AVERAGE_LAST = 3  # the act stage also writes act/average: its last 3 checkpoints' mean (measured: see act_train)
@@ -49,13 +56,21 @@ RECORD_SEED = 10_000  # the recordings' seeds (the encoder's frames and the eval
 CURVE_SEED = 1_000
 EVAL_SEED = 2_000  # the cards' seeds: 2000-2199, 4 objects
 EVAL_OBJECTS = 4
+# environment_state's layouts each kind may record (act-sim record --environment-state)
+KIND_LAYOUTS = {"cameras": ("target_tool", "target"), "yaw": ("target_tool_yaw",)}
 # the numbers each kind starts from (the CLI's defaults); the yaw kind's are models/act_target_tool_yaw's
 KIND_DEFAULTS = {
-    "cameras": {"episodes": 240, "recovery_episodes": 120, "steps": 30_000, "save_every": 2_500, "batch_size": 8,
-                "curve_every": 2, "ensemble_coeff": None},
+    # The image-less ACT's measured scale (results/act_scale: 40,000 steps at batch 64 on 360 clean demonstrations,
+    # 13 numbers, the mean of the last 3, ensembled; the CPU's 20,000 x 8 scored 145/300 where this scored 158-167)
+    # with the images added: a cached camera step at batch 64 costs 1.2x an image-less one here, so about 5.7 h on
+    # 2 CPU cores. The camera recipe's first run (results/act_cameras: 18/100) was 240 clean + 120 pushed,
+    # 30,000 x 8, 10 numbers, chunks of 30: the RecipeSettings defaults below, which an older folder's
+    # recipe.json is read with.
+    "cameras": {"episodes": 360, "recovery_episodes": 0, "steps": 40_000, "save_every": 1_000, "batch_size": 64,
+                "curve_every": 10, "ensemble_coeff": 0.01, "environment_layout": "target_tool"},
     # 40,000 x 64 was trained on a lent H200 (results/act_scale); about 4.4 h of this loop on 2 CPU cores
     "yaw": {"episodes": 360, "recovery_episodes": 0, "steps": 40_000, "save_every": 1_000, "batch_size": 64,
-            "curve_every": 10, "ensemble_coeff": 0.01},
+            "curve_every": 10, "ensemble_coeff": 0.01, "environment_layout": "target_tool_yaw"},
 }
 
 
@@ -81,6 +96,7 @@ class RecipeSettings:
     ensemble_coeff: float | None = None  # the checkpoints' temporal_ensemble_coeff (n_action_steps 1); None: chunks
     device: str = "cpu"  # where the ACT stage trains (cuda on a lent GPU)
     eval_episodes: int = 200
+    environment_layout: str = "target"  # act-sim record --environment-state: KIND_LAYOUTS
 
     def __post_init__(self):
         if self.kind not in KIND_STAGES:
@@ -90,6 +106,13 @@ class RecipeSettings:
                              "target, the request, the tool, the yaw) is all it knows of the table; without it "
                              "there is no object to pick. The target's worth is the camera recipe's ablation "
                              "(--kind cameras --no-environment-state)")
+        if self.environment_layout not in KIND_LAYOUTS[self.kind]:
+            raise ValueError(f"--environment-layout {self.environment_layout}: the {self.kind} recipe records "
+                             f"{' or '.join(KIND_LAYOUTS[self.kind])}"
+                             + (" (its ACT takes no image: the yaw is how it sees the object)" if self.kind == "yaw"
+                                else " (the yaw is what the images are to show)"))
+        if self.ensemble_coeff is not None:
+            checked_ensemble_coeff(self.ensemble_coeff)
         if self.kind == "yaw" and self.encoder:
             raise ValueError("--encoder is the camera recipe's: the yaw recipe's reader, models/yaw_reader, names "
                              "its own backbone")
@@ -155,16 +178,18 @@ class Recipe:
         act_sim = [self.python, "-m", "act_node.cli"]
         if stage == "record":  # three runs into one dataset: clean episodes, the pushed ones, more clean ones
             have = self.recorded_episodes()
+            self.check_data_layout()
             if have >= s.episodes + s.recovery_episodes + s.more_episodes:
                 return None
             if s.kind == "yaw":  # the reader draws its own 96x128 front and wrist images; ACT takes none
                 common = ["record", "--cameras", "wrist", "--height", "24", "--width", "32", "--environment-state",
-                          "target_tool_yaw", "--after-success-s", "1", "--root", str(self.data), "--repo-id",
+                          s.environment_layout, "--after-success-s", "1", "--root", str(self.data), "--repo-id",
                           "local/act_pick_yaw"]
             else:
                 common = ["record", "--cameras", "front,wrist", "--height", "96", "--width", "128",
-                          "--after-success-s", "1", "--root", str(self.data), "--repo-id", "local/act_pick_cam",
-                          "--raw-maps", str(self.raw_maps), "--backbone", str(self.backbone)]
+                          "--environment-state", s.environment_layout, "--after-success-s", "1", "--root",
+                          str(self.data), "--repo-id", "local/act_pick_cam", "--raw-maps", str(self.raw_maps),
+                          "--backbone", str(self.backbone)]
             if not (self.data / "meta" / "info.json").is_file():
                 return [*act_sim, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
             if have < s.episodes:
@@ -240,6 +265,23 @@ class Recipe:
             return "stale"
         return "done"
 
+    def check_data_layout(self) -> None:
+        """SystemExit when DIR/data holds another environment_state layout than the settings name: a finished
+        record stage would otherwise hand the act stage data of the other layout without a word (act-sim record
+        --resume refuses it already)."""
+        info = self.data / "meta" / "info.json"
+        if not info.is_file():
+            return
+        feature = json.loads(info.read_text()).get("features", {}).get("observation.environment_state")
+        if feature is None:
+            raise SystemExit(f"act-sim recipe: {self.data} holds no observation.environment_state; these settings "
+                             f"record {self.settings.environment_layout}: give another --out")
+        there = environment_layout(int(feature["shape"][0]))
+        if there != self.settings.environment_layout:
+            raise SystemExit(f"act-sim recipe: {self.data} holds environment_state layout {there}; these settings "
+                             f"record {self.settings.environment_layout}: give --environment-layout {there}, or "
+                             "another --out")
+
     def check_act_data(self) -> None:
         """SystemExit when the ACT run in act_dir was trained on fewer (or other) episodes than the dataset holds
         now: recording on into a folder whose ACT stage has run would otherwise count that stage as done, or
@@ -276,8 +318,10 @@ class Recipe:
         if there != self.settings.kind and state["stages"]:
             raise SystemExit(f"act-sim recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
                              "recipe goes in another --out")
-        # a setting added since that folder's last run was its default then
-        state["settings"] = {**asdict(RecipeSettings()), **state["settings"]}
+        # a setting added since that folder's last run was its default then (the yaw kind always recorded its one
+        # layout; a camera folder from before the setting, target)
+        then = {**asdict(RecipeSettings()), **({"environment_layout": "target_tool_yaw"} if there == "yaw" else {})}
+        state["settings"] = {**then, **state["settings"]}
         if state["settings"] != asdict(self.settings) and any(state["stages"].values()):
             changed = {k: (state["settings"].get(k), v) for k, v in asdict(self.settings).items()
                        if state["settings"].get(k) != v}

@@ -257,6 +257,13 @@ def test_a_cool_down_runs_at_its_own_learning_rate(tiny_dataset, backbone, cache
         Run(tiny_dataset, cache, backbone, tmp_path / "bad", Settings(steps=2, batch_size=2, save_every=2, lr=0.0))
 
 
+def write_info(root: Path, episodes: int, frames: int | None = None, layout_size: int = 10) -> None:
+    """A dataset's meta/info.json as act-sim record leaves it, as far as the recipe reads it."""
+    (root / "meta").mkdir(parents=True, exist_ok=True)
+    info = {"total_episodes": episodes, "features": {"observation.environment_state": {"shape": [layout_size]}}}
+    (root / "meta" / "info.json").write_text(json.dumps(info | ({"total_frames": frames} if frames else {})))
+
+
 FAKE_RECORD = """#!/usr/bin/env python3
 import json, sys
 from pathlib import Path
@@ -265,7 +272,9 @@ root = Path(args[args.index("--root") + 1])
 (root / "meta").mkdir(parents=True, exist_ok=True)
 info = root / "meta" / "info.json"
 have = json.loads(info.read_text())["total_episodes"] if info.is_file() else 0
-info.write_text(json.dumps({"total_episodes": have + int(args[args.index("--episodes") + 1])}))
+size = {"target": 10, "target_tool": 13, "target_tool_yaw": 15}[args[args.index("--environment-state") + 1]]
+info.write_text(json.dumps({"total_episodes": have + int(args[args.index("--episodes") + 1]),
+                            "features": {"observation.environment_state": {"shape": [size]}}}))
 with open(root.parent / "calls.txt", "a") as calls:
     calls.write(" ".join(args) + "\\n")
 """
@@ -292,19 +301,25 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     assert "--first-seed" in record and record[record.index("--episodes") + 1] == "5"
     assert record[record.index("--raw-maps") + 1] == str(tmp_path / "raw_maps")
     assert record[record.index("--backbone") + 1] == str(tmp_path / "encoder" / "backbone.safetensors")
-    (tmp_path / "data" / "meta").mkdir(parents=True)
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 3}))
+    assert record[record.index("--environment-state") + 1] == "target"
+    write_info(tmp_path / "data", 3, layout_size=13)  # another layout there: refused, naming both, resumed or not
+    with pytest.raises(SystemExit, match="holds environment_state layout target_tool; these settings record target"):
+        recipe.command("record")
+    write_info(tmp_path / "data", 20, layout_size=13)
+    with pytest.raises(SystemExit, match="holds environment_state layout target_tool"):
+        recipe.command("record")
+    write_info(tmp_path / "data", 3)
     record = recipe.command("record")
     assert "--resume" in record and record[record.index("--episodes") + 1] == "2"
     assert "--action-noise" not in record
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 6}))
+    write_info(tmp_path / "data", 6)
     record = recipe.command("record")  # the clean ones are there: the pushed ones
     assert record[record.index("--episodes") + 1] == "1" and record[record.index("--action-noise") + 1] == "1.0"
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 8}))
+    write_info(tmp_path / "data", 8)
     record = recipe.command("record")  # the pushed ones too: more clean ones, after them
     assert "--resume" in record and record[record.index("--episodes") + 1] == "3"
     assert "--action-noise" not in record and "--first-seed" not in record
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 11}))
+    write_info(tmp_path / "data", 11)
     assert recipe.command("record") is None
     assert recipe.command("encoder") is not None
     (tmp_path / "encoder").mkdir()
@@ -320,7 +335,7 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True}))
     assert recipe.command("cache") is None
     # maps of an earlier, smaller dataset (recorded on since): stale, computed again
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 7, "total_frames": 70}))
+    write_info(tmp_path / "data", 7, 70)
     (tmp_path / "cache" / "cache.json").write_text(json.dumps({"complete": True,
                                                                "dataset": {"episodes": 5, "frames": 50}}))
     assert recipe.cache_state() == "stale" and recipe.command("cache") is not None
@@ -497,7 +512,7 @@ def test_the_recipe_command_passes_its_counts_and_refuses_negative_ones(tmp_path
     seen = []
     monkeypatch.setattr(Recipe, "run", lambda self, only=None: seen.append(self.settings) or {"stages": {}})
     cli.main(["recipe", "--out", str(tmp_path), "--more-episodes", "7", "--episodes", "3"])
-    assert (seen[0].episodes, seen[0].recovery_episodes, seen[0].more_episodes) == (3, 120, 7)
+    assert (seen[0].episodes, seen[0].recovery_episodes, seen[0].more_episodes) == (3, 0, 7)
     cli.main(["recipe", "--out", str(tmp_path)])
     assert seen[1].more_episodes == 0  # 240 more measured no gain: not recorded unless asked
     with pytest.raises(SystemExit, match="--more-episodes -1: a count of demonstrations must be >= 0"):
@@ -577,11 +592,10 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     assert record[record.index("--environment-state") + 1] == "target_tool_yaw"
     assert record[record.index("--cameras") + 1] == "wrist" and "--raw-maps" not in record
     assert record[record.index("--episodes") + 1] == "360" and record[record.index("--first-seed") + 1] == "10000"
-    (tmp_path / "data" / "meta").mkdir(parents=True)
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 300}))
+    write_info(tmp_path / "data", 300, layout_size=15)
     record = recipe.command("record")  # stopped at 300: the rest, clean (no pushed ones in this kind)
     assert "--resume" in record and record[record.index("--episodes") + 1] == "60" and "--action-noise" not in record
-    (tmp_path / "data" / "meta" / "info.json").write_text(json.dumps({"total_episodes": 360}))
+    write_info(tmp_path / "data", 360, layout_size=15)
     assert recipe.command("record") is None
     act = recipe.command("act")
     assert "--no-cameras" in act and "--cache" not in act and "--backbone" not in act
@@ -622,6 +636,17 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
         recipe.run(only=["cache"])
     with pytest.raises(ValueError, match="unknown recipe kind 'lidar'"):
         RecipeSettings.of_kind("lidar")
+    # a yaw folder from before environment_layout was a setting: it recorded its one layout, no change to note
+    settings = RecipeSettings.of_kind("yaw")
+    from dataclasses import asdict
+    before = {k: v for k, v in asdict(settings).items() if k != "environment_layout"}
+    (tmp_path / "recipe.json").write_text(json.dumps({"settings": before, "stages": {"record": {"done": True,
+                                                                                                "seconds": 1}}}))
+    import io
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        Recipe(tmp_path, settings, python="python").run(only=["record"])
+    assert "settings changed" not in printed.getvalue() and "[record] done already" in printed.getvalue()
     (tmp_path / "recipe.json").write_text(json.dumps({"settings": {"kind": "cameras"},
                                                       "stages": {"record": {"done": True, "seconds": 1}}}))
     with pytest.raises(SystemExit, match="holds the cameras recipe's stages; the yaw recipe goes in another --out"):
@@ -640,9 +665,30 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
     cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--steps", "500", "--device", "cuda"])
     assert (seen[1].steps, seen[1].batch_size, seen[1].device) == (500, 64, "cuda")
     cli.main(["recipe", "--out", str(tmp_path)])
-    cameras = seen[2]
+    cameras = seen[2]  # the image-less ACT's measured scale, with the images (results/act_scale)
     assert (cameras.kind, cameras.episodes, cameras.recovery_episodes, cameras.steps, cameras.batch_size,
-            cameras.ensemble_coeff) == ("cameras", 240, 120, 30_000, 8, None)
+            cameras.save_every, cameras.ensemble_coeff, cameras.environment_layout) == \
+        ("cameras", 360, 0, 40_000, 64, 1_000, 0.01, "target_tool")
+    assert yaw.environment_layout == "target_tool_yaw"
+    # the camera recipe's first run (results/act_cameras), as its README gives it
+    cli.main(["recipe", "--out", str(tmp_path), "--episodes", "240", "--recovery-episodes", "120", "--steps", "30000",
+              "--batch-size", "8", "--save-every", "2500", "--curve-every", "2", "--temporal-ensemble-coeff", "none",
+              "--environment-layout", "target"])
+    first = seen[3]
+    assert (first.episodes, first.recovery_episodes, first.steps, first.batch_size, first.save_every,
+            first.curve_every, first.ensemble_coeff, first.environment_layout) == \
+        (240, 120, 30_000, 8, 2_500, 2, None, "target")
+    cli.main(["recipe", "--out", str(tmp_path), "--temporal-ensemble-coeff", "0.05"])
+    assert seen[4].ensemble_coeff == 0.05
+    for bad, message in ((["--temporal-ensemble-coeff", "often"], "--temporal-ensemble-coeff 'often': a number"),
+                         (["--temporal-ensemble-coeff", "nan"], "--temporal-ensemble-coeff must be a finite number"),
+                         (["--environment-layout", "target_tool_yaw"],
+                          "--environment-layout target_tool_yaw: the cameras recipe records target_tool or target"),
+                         (["--kind", "yaw", "--environment-layout", "target_tool"],
+                          "--environment-layout target_tool: the yaw recipe records target_tool_yaw")):
+        with pytest.raises(SystemExit, match=message):
+            cli.main(["recipe", "--out", str(tmp_path), *bad])
+    assert len(seen) == 5
     with pytest.raises(SystemExit, match="--encoder is the camera recipe's"):
         cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--encoder", "models/tabletop_encoder"])
     with pytest.raises(SystemExit):

@@ -39,6 +39,7 @@ from torch import nn
 from tqdm import tqdm
 
 from act_node.checkpoints import dataset_renderer, write_renderer
+from act_node.chunks import checked_ensemble_coeff
 from act_node.config import CHUNK_SIZE
 from act_node.vision.cache import camera_name, load_maps
 
@@ -172,13 +173,6 @@ def execution_config(config, ensemble_coeff: float):
     from dataclasses import replace
 
     return replace(config, n_action_steps=1, temporal_ensemble_coeff=checked_ensemble_coeff(ensemble_coeff))
-
-
-def checked_ensemble_coeff(value) -> float:
-    """`value` as a float; ValueError naming --temporal-ensemble-coeff when it is not a finite number."""
-    if not (isinstance(value, (int, float)) and math.isfinite(value)):
-        raise ValueError(f"--temporal-ensemble-coeff must be a finite number, got {value!r}")
-    return float(value)
 
 
 def dataset_stats(dataset_root: Path, keys: list[str]) -> dict[str, dict[str, torch.Tensor]]:
