@@ -32,7 +32,9 @@ its result is there and continued when it is half done:
   curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
   eval      DIR/eval       act-sim eval of the average on the cards' 200 unseen 4-object seeds (2000-2199):
                            report.json, success with its 95% interval, by kind
-DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it) and its command.
+DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it, written every minute while
+one runs, so a run killed outright keeps it) and its command. Ctrl-C or SIGTERM is passed to the running stage's
+command and waited for: act-sim record finalizes its dataset, act_train keeps its last state.pt.
 """
 
 from __future__ import annotations
@@ -40,10 +42,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from act_node.chunks import checked_ensemble_coeff
@@ -51,6 +56,7 @@ from act_node.table_frame import environment_layout
 
 STAGES = ("encoder", "record", "cache", "act", "curve", "eval")
 KIND_STAGES = {"cameras": STAGES, "yaw": ("record", "act", "curve", "eval")}
+HEARTBEAT_S = 60.0  # how often a running stage's seconds are written to recipe.json (a killed run keeps them)
 AVERAGE_LAST = 3  # the act stage also writes act/average: its last 3 checkpoints' mean (measured: see act_train)
 RECORD_SEED = 10_000  # the recordings' seeds (the encoder's frames and the evaluations use others)
 CURVE_SEED = 1_000
@@ -72,6 +78,39 @@ KIND_DEFAULTS = {
     "yaw": {"episodes": 360, "recovery_episodes": 0, "steps": 40_000, "save_every": 1_000, "batch_size": 64,
             "curve_every": 10, "ensemble_coeff": 0.01, "environment_layout": "target_tool_yaw"},
 }
+
+
+def run_stage_command(command: list[str], env: dict, note_time, heartbeat_s: float | None = None) -> tuple[int, int]:
+    """Run one stage's command to its end: (its exit code, the signal that stopped the recipe or 0).
+
+    `note_time` is called every `heartbeat_s` and once at the end, so a run killed outright (a session's end)
+    still leaves the stage's wall time in recipe.json. SIGINT and SIGTERM are passed on to the command, which
+    stops its own way (act-sim record finalizes its dataset; act_train keeps its last state.pt), and are waited
+    for: the command is never killed halfway through writing."""
+    heartbeat_s = HEARTBEAT_S if heartbeat_s is None else heartbeat_s
+    process = subprocess.Popen(command, env=env)
+    signalled = []
+
+    def pass_on(signum, frame):
+        signalled.append(signum)
+        if process.poll() is None:
+            process.send_signal(signum)
+
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                returncode = process.wait(timeout=heartbeat_s)
+                break
+            except subprocess.TimeoutExpired:
+                note_time()
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        note_time()
+    return returncode, (signalled[0] if signalled else 0)
 
 
 @dataclass(frozen=True)
@@ -163,10 +202,15 @@ class Recipe:
             return json.loads(self.state_path.read_text())
         return {"settings": asdict(self.settings), "stages": {}}
 
+    def _note_time(self, state: dict, record: dict, before: float, started: float) -> None:
+        """The stage's seconds so far (those of earlier runs, `before`, and this one's), kept in recipe.json."""
+        record["seconds"] = round(before + time.monotonic() - started, 1)
+        self._write_state(state)
+
     def _write_state(self, state: dict) -> None:
-        partial = self.state_path.with_name(self.state_path.name + ".partial")
-        partial.write_text(json.dumps(state, indent=1) + "\n")
-        os.replace(partial, self.state_path)
+        temporary = self.state_path.with_name(self.state_path.name + ".partial")
+        temporary.write_text(json.dumps(state, indent=1) + "\n")
+        os.replace(temporary, self.state_path)
 
     def recorded_episodes(self) -> int:
         info = self.data / "meta" / "info.json"
@@ -351,14 +395,15 @@ class Recipe:
             while command is not None:
                 print(f"[{stage}] running: {' '.join(command)}", flush=True)
                 record["command"] = " ".join(command)
-                started = time.monotonic()
-                try:
-                    result = subprocess.run(command, env=env)
-                finally:
-                    record["seconds"] = round(record["seconds"] + time.monotonic() - started, 1)
-                    self._write_state(state)
-                if result.returncode != 0:
-                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {result.returncode}); what it "
+                note_time = partial(self._note_time, state, record, record["seconds"], time.monotonic())
+                returncode, signalled = run_stage_command(command, env, note_time)
+                if signalled:
+                    name = signal.Signals(signalled).name
+                    print(f"act-sim recipe: {name}: stage {stage} stopped (its command ended, exit {returncode}); "
+                          "the same command goes on from there", file=sys.stderr, flush=True)
+                    raise SystemExit(128 + signalled)
+                if returncode != 0:
+                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {returncode}); what it "
                                      "printed says why; once that is fixed (a stop or a crash needs nothing), the "
                                      "same command goes on from there")
                 following = self.command(stage)

@@ -721,3 +721,60 @@ def test_the_cvae_option_trains_acts_own_vae_and_lerobot_runs_it(tiny_dataset, t
     with pytest.raises(SystemExit, match="holds a run with other settings"):
         main(["--dataset", str(tiny_dataset), "--out", str(tmp_path / "vae"), "--steps", "4", "--save-every", "2",
               "--batch-size", "2", "--no-cameras"])
+
+
+SLOW_RECORD = """#!/usr/bin/env python3
+import json, signal, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+root = Path(args[args.index("--root") + 1])
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+import os
+(root.parent / "started").write_text(str(os.getpid()))
+while not stop:
+    time.sleep(0.05)
+time.sleep(1.0)  # finalizing: the recipe must wait for this, not kill it
+(root.parent / "finalized").write_text("")
+"""
+
+
+def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path):
+    """A stage's wall time is written while it runs (a session's end kills the recipe outright, and the card gives
+    each stage's hours); SIGTERM to the recipe is passed on to the stage's command and waited for (act-sim record
+    finalizes its dataset then), and the recipe exits 128 + 15, saying the same command goes on."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    fake = tmp_path / "python"
+    fake.write_text(SLOW_RECORD)
+    fake.chmod(0o755)
+    out = tmp_path / "recipe"
+    driver = ("import sys; from pathlib import Path; import act_node.recipe as r; r.HEARTBEAT_S = 0.2; "
+              "r.Recipe(Path(sys.argv[1]), r.RecipeSettings(episodes=1, recovery_episodes=0, encoder=sys.argv[2]), "
+              "python=sys.argv[3]).run(only=['record'])")
+    recipe = subprocess.Popen([sys.executable, "-c", driver, str(out), str(tmp_path), str(fake)],
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # a few heartbeats
+        seconds = json.loads((out / "recipe.json").read_text())["stages"]["record"]["seconds"]
+        assert seconds >= 0.4  # written while the stage runs, not only at its end
+        recipe.send_signal(signal.SIGTERM)
+        _, err = recipe.communicate(timeout=30)
+    finally:  # neither process outlives the test, whatever failed
+        recipe.kill()
+        if (out / "started").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int((out / "started").read_text() or 0), signal.SIGKILL)
+    assert recipe.returncode == 128 + signal.SIGTERM
+    assert (out / "finalized").exists()  # the stage's command ended its own way
+    assert "SIGTERM: stage record stopped" in err and "the same command goes on" in err
+    state = json.loads((out / "recipe.json").read_text())["stages"]["record"]
+    assert state["seconds"] >= seconds + 1.0 and not state["done"]
