@@ -622,8 +622,8 @@ def main(argv: list[str] | None = None) -> None:
     recipe.add_argument("--recovery-episodes", type=int, default=None,
                         help="then demonstrations pushed off the plan on the way to the object (recoveries; 0)")
     recipe.add_argument("--more-episodes", type=int, default=None,
-                        help="then more clean demonstrations, recorded after the pushed ones (0: 240 more measured no "
-                        "gain: results/act_cameras/README.md)")
+                        help="then more clean demonstrations, recorded after the clean and pushed ones (0: 240 more "
+                        "measured no gain: results/act_cameras/README.md)")
     recipe.add_argument("--action-noise", type=float, default=None, help="the pushes' scale (act-sim record; 1)")
     recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (40,000)")
     recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (64)")

@@ -27,18 +27,20 @@ its result is there and continued when it is half done:
   cache     DIR/cache      python -m act_node.vision.cache: every frame's layer4 maps in dataset order
   act       DIR/act        python -m act_node.vision.act_train: LeRobot ACT on the cached maps, a checkpoint every
                            --save-every steps (DIR/act/checkpoints/NNNNNN/pretrained_model), and the mean of the
-                           last 3 (DIR/act/average/pretrained_model: on the image-less run of this data, 37/100
-                           against 19/100 for the last alone)
+                           last 3 (DIR/act/average/pretrained_model: on the image-less run of the first run's data,
+                           37/100 against 19/100 for the last alone)
   curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
   eval      DIR/eval       act-sim eval of the average on the cards' 200 unseen 4-object seeds (2000-2199):
                            report.json, success with its 95% interval, by kind
 DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it, written every minute while
-one runs, so a run killed outright keeps it) and its command. Ctrl-C or SIGTERM is passed to the running stage's
-command and waited for: act-sim record finalizes its dataset, act_train keeps its last state.pt.
+one runs, so a run killed outright keeps it) and its command. A stop (Ctrl-C, which reaches the running stage
+from the terminal, or SIGTERM, passed on to it) is waited for: act-sim record finalizes its dataset, act_train
+keeps its last state.pt. One recipe at a time a folder (DIR/recipe.lock).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -84,33 +86,55 @@ def run_stage_command(command: list[str], env: dict, note_time, heartbeat_s: flo
     """Run one stage's command to its end: (its exit code, the signal that stopped the recipe or 0).
 
     `note_time` is called every `heartbeat_s` and once at the end, so a run killed outright (a session's end)
-    still leaves the stage's wall time in recipe.json. SIGINT and SIGTERM are passed on to the command, which
-    stops its own way (act-sim record finalizes its dataset; act_train keeps its last state.pt), and are waited
-    for: the command is never killed halfway through writing."""
+    still leaves the stage's wall time in recipe.json; a heartbeat that cannot write (a full disk) says so and
+    the stage goes on. A stop is waited for, never cut short: SIGTERM is passed on to the command, which stops
+    its own way (act-sim record finalizes its dataset; act_train keeps its last state.pt). Ctrl-C in a terminal
+    reaches the command already (one process group), so SIGINT is passed on only when the recipe is not the
+    terminal's foreground (a `kill -INT` of the recipe alone). Should the recipe fail while the command runs, the
+    command is stopped and waited for: it does not run on, orphaned."""
     heartbeat_s = HEARTBEAT_S if heartbeat_s is None else heartbeat_s
-    process = subprocess.Popen(command, env=env)
-    signalled = []
+    signalled: list[int] = []
+    running: list[subprocess.Popen] = []
 
     def pass_on(signum, frame):
         signalled.append(signum)
-        if process.poll() is None:
-            process.send_signal(signum)
+        if running and running[0].poll() is None and (signum != signal.SIGINT or not in_foreground()):
+            running[0].send_signal(signum)
 
     handlers = {}
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread():  # installed first: no stop between start and here
         handlers = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        running.append(subprocess.Popen(command, env=env))
+        heartbeat_failed = False
         while True:
             try:
-                returncode = process.wait(timeout=heartbeat_s)
+                returncode = running[0].wait(timeout=heartbeat_s)
                 break
             except subprocess.TimeoutExpired:
-                note_time()
+                try:
+                    note_time()
+                except OSError as error:
+                    if not heartbeat_failed:
+                        print(f"act-sim recipe: cannot write the stage's time ({error}); the stage goes on",
+                              file=sys.stderr, flush=True)
+                    heartbeat_failed = True
     finally:
+        if running and running[0].poll() is None:  # the recipe failed, not the command: stop it, and wait
+            running[0].terminate()
+            running[0].wait()
         for s, handler in handlers.items():
-            signal.signal(s, handler)
-        note_time()
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+    note_time()
     return returncode, (signalled[0] if signalled else 0)
+
+
+def in_foreground() -> bool:
+    """Whether this process's group is its terminal's foreground group (a Ctrl-C there reaches the whole group)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):  # no terminal (a pipe, nohup, a test)
+        return False
 
 
 @dataclass(frozen=True)
@@ -257,6 +281,7 @@ class Recipe:
             # a folder recorded before --raw-maps existed has none: its maps come from the videos
             return [*command, "--raw-maps", str(self.raw_maps)] if (self.raw_maps / "maps.json").is_file() else command
         if stage == "act":
+            self.check_data_layout()
             self.check_act_data()
             if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file() \
                     and (self.average / "config.json").is_file():
@@ -321,6 +346,10 @@ class Recipe:
             raise SystemExit(f"act-sim recipe: {self.data} holds no observation.environment_state; these settings "
                              f"record {self.settings.environment_layout}: give another --out")
         there = environment_layout(int(feature["shape"][0]))
+        for kind, layouts in KIND_LAYOUTS.items():
+            if kind != self.settings.kind and there in layouts and there not in KIND_LAYOUTS[self.settings.kind]:
+                raise SystemExit(f"act-sim recipe: {self.data} holds environment_state layout {there}, the {kind} "
+                                 f"recipe's data: --kind {kind}, or another --out")
         if there != self.settings.environment_layout:
             raise SystemExit(f"act-sim recipe: {self.data} holds environment_state layout {there}; these settings "
                              f"record {self.settings.environment_layout}: give --environment-layout {there}, or "
@@ -356,12 +385,23 @@ class Recipe:
         return "done" if there.get("complete") else "missing"
 
     def run(self, only: list[str] | None = None) -> dict:
+        """The stages (all of the kind's, or `only` these), each skipped when done; one recipe at a time a folder."""
         self.out.mkdir(parents=True, exist_ok=True)
+        with open(self.out / "recipe.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SystemExit(f"act-sim recipe: another act-sim recipe is running in {self.out}; one at a time "
+                                 "a folder (both would train and write there)") from None
+            return self._run(only)
+
+    def _run(self, only: list[str] | None) -> dict:
         state = self._state()
         there = state["settings"].get("kind", "cameras")  # a folder from before the kinds: the camera recipe
         if there != self.settings.kind and state["stages"]:
             raise SystemExit(f"act-sim recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
                              "recipe goes in another --out")
+        self.check_data_layout()  # before recipe.json is touched: a refused run leaves it as it was
         # a setting added since that folder's last run was its default then (the yaw kind always recorded its one
         # layout; a camera folder from before the setting, target)
         then = {**asdict(RecipeSettings()), **({"environment_layout": "target_tool_yaw"} if there == "yaw" else {})}

@@ -729,20 +729,23 @@ from pathlib import Path
 args = sys.argv[1:]
 root = Path(args[args.index("--root") + 1])
 stop = []
-signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
+signal.signal(signal.SIGINT, lambda *_: stop.append("SIGINT"))
 import os
 (root.parent / "started").write_text(str(os.getpid()))
 while not stop:
     time.sleep(0.05)
 time.sleep(1.0)  # finalizing: the recipe must wait for this, not kill it
-(root.parent / "finalized").write_text("")
+(root.parent / "finalized").write_text(" ".join(stop))  # every stop it was sent
 """
 
 
-def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path):
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path, stop):
     """A stage's wall time is written while it runs (a session's end kills the recipe outright, and the card gives
-    each stage's hours); SIGTERM to the recipe is passed on to the stage's command and waited for (act-sim record
-    finalizes its dataset then), and the recipe exits 128 + 15, saying the same command goes on."""
+    each stage's hours); a stop sent to the recipe alone (no terminal) reaches the stage's command once and is
+    waited for (act-sim record finalizes its dataset then), and the recipe exits 128 + the signal, saying the same
+    command goes on. While it runs, a second recipe in the same folder is refused."""
     import contextlib
     import os
     import signal
@@ -758,7 +761,7 @@ def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path):
               "r.Recipe(Path(sys.argv[1]), r.RecipeSettings(episodes=1, recovery_episodes=0, encoder=sys.argv[2]), "
               "python=sys.argv[3]).run(only=['record'])")
     recipe = subprocess.Popen([sys.executable, "-c", driver, str(out), str(tmp_path), str(fake)],
-                              stderr=subprocess.PIPE, text=True)
+                              stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not (out / "started").exists() and time.monotonic() < deadline:
@@ -766,15 +769,74 @@ def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path):
         time.sleep(1.0)  # a few heartbeats
         seconds = json.loads((out / "recipe.json").read_text())["stages"]["record"]["seconds"]
         assert seconds >= 0.4  # written while the stage runs, not only at its end
-        recipe.send_signal(signal.SIGTERM)
+        with pytest.raises(SystemExit, match="another act-sim recipe is running in"):
+            Recipe(out, RecipeSettings(episodes=1, recovery_episodes=0, encoder=str(tmp_path)),
+                   python=str(fake)).run(only=["encoder"])  # (without the lock: no backbone there, at once)
+        recipe.send_signal(getattr(signal, stop))
         _, err = recipe.communicate(timeout=30)
     finally:  # neither process outlives the test, whatever failed
         recipe.kill()
         if (out / "started").exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int((out / "started").read_text() or 0), signal.SIGKILL)
-    assert recipe.returncode == 128 + signal.SIGTERM
-    assert (out / "finalized").exists()  # the stage's command ended its own way
-    assert "SIGTERM: stage record stopped" in err and "the same command goes on" in err
+    assert recipe.returncode == 128 + getattr(signal, stop)
+    assert (out / "finalized").read_text() == stop  # the command ended its own way, told once
+    assert f"{stop}: stage record stopped" in err and "the same command goes on" in err
     state = json.loads((out / "recipe.json").read_text())["stages"]["record"]
     assert state["seconds"] >= seconds + 1.0 and not state["done"]
+
+
+def test_a_failing_recipe_stops_its_stage_and_a_full_disk_does_not(tmp_path):
+    """run_stage_command: a heartbeat that cannot write says so and the stage runs to its end; any other failure
+    of the recipe while a stage runs stops the stage's command and waits for it (not left training, orphaned)."""
+    import sys
+    import time
+
+    from act_node.recipe import run_stage_command
+
+    def disk_full():
+        raise OSError(28, "No space left on device")
+
+    started = time.monotonic()
+    code, signalled = run_stage_command([sys.executable, "-c", "import time; time.sleep(0.6)"], {}, lambda: None,
+                                        heartbeat_s=0.1)
+    assert (code, signalled) == (0, 0)
+    calls = []
+    code, _ = run_stage_command([sys.executable, "-c", "import time; time.sleep(0.6)"], {},
+                                lambda: calls.append(1) or (len(calls) > 1 or disk_full()), heartbeat_s=0.1)
+    assert code == 0 and len(calls) >= 3  # went on past the failed write, and the last time was written
+
+    def broken():
+        raise RuntimeError("the recipe's own bug")
+
+    pid_file = tmp_path / "pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    with pytest.raises(RuntimeError, match="the recipe's own bug"):
+        run_stage_command([sys.executable, "-c", child], {}, broken, heartbeat_s=0.5)
+    assert time.monotonic() - started < 30
+    import os
+    with pytest.raises(ProcessLookupError):  # stopped and reaped
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_refused_recipe_leaves_its_folder_as_it_was(tmp_path):
+    """Data of another layout is refused before recipe.json is touched, by --stage act too, and data of the other
+    kind names that kind."""
+    from dataclasses import asdict
+
+    old_settings = asdict(RecipeSettings())  # the camera kind's numbers before 7862d2a
+    (tmp_path / "recipe.json").write_text(json.dumps({"settings": old_settings,
+                                                      "stages": {"record": {"done": True, "seconds": 5.0}}}))
+    write_info(tmp_path / "data", 360, 52_000)  # the first run's data: 10 numbers
+    before = (tmp_path / "recipe.json").read_text()
+    today = Recipe(tmp_path, RecipeSettings.of_kind("cameras", encoder=str(tmp_path)), python="python")
+    with pytest.raises(SystemExit, match="holds environment_state layout target; these settings record target_tool"):
+        today.run()
+    with pytest.raises(SystemExit, match="holds environment_state layout target"):
+        today.run(only=["act"])
+    with pytest.raises(SystemExit, match="holds environment_state layout target"):
+        today.command("act")
+    assert (tmp_path / "recipe.json").read_text() == before
+    write_info(tmp_path / "data", 360, 52_000, layout_size=15)
+    with pytest.raises(SystemExit, match="the yaw recipe's data: --kind yaw, or another --out"):
+        today.command("record")

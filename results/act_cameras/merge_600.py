@@ -5,7 +5,8 @@ push scale) written for the merged order, and the raw maps linked in that order 
 
     .venv/bin/python results/act_cameras/merge_600.py          # 11 s here; then act_node.vision.cache
 
-`act-sim recipe --more-episodes 240` records the same three parts into one dataset instead (see README.md).
+`act-sim recipe --more-episodes 240`, with the first run's flags (README.md), records the same three parts into one
+dataset instead.
 """
 import os
 from pathlib import Path
