@@ -309,6 +309,9 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
 def cmd_eval(args: argparse.Namespace) -> None:
     _cameras_of_checkpoint(args, args.policy_path)
     if args.ros:
+        if args.resume:
+            raise SystemExit("act-sim eval: --resume goes on from an in-process evaluation's episodes; --ros runs "
+                             "every episode through the graph anew: drop one of them")
         eval_over_ros(args)
         return
     from act_node.evaluate import evaluate
@@ -318,7 +321,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, max_steps=args.max_steps,
                           replan_every=args.n_action_steps or 0, device=args.device, merge=args.merge)
     try:
-        report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray)
+        report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray,
+                          resume=args.resume)
     except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
@@ -584,6 +588,8 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
+    evaluate.add_argument("--resume", action="store_true", help="go on from the episodes OUT/episodes.jsonl holds "
+                          "(each finished episode is written there), if they ran with these settings and weights")
     evaluate.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                           help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
                           "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")

@@ -27,8 +27,9 @@ def checkpoints(run: Path) -> list[tuple[int, Path]]:
 def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 1,
           every: int = 1, steps: list[int] | None = None, ray: str | None = None) -> dict[str, list[dict]]:
     """Evaluate every `every`-th checkpoint of each run (and always the last), or only those at `steps`;
-    reuse points already in out/curve.json for the same seeds and settings, so that an interrupted curve
-    resumes and a later call adds points. `ray`: the episodes as Ray tasks (evaluate's `ray`)."""
+    reuse points already in out/curve.json for the same seeds and settings, and a point's finished episodes
+    (evaluate's journal), so that an interrupted curve resumes and a later call adds points. `ray`: the episodes
+    as Ray tasks (evaluate's `ray`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "curve.json"
@@ -53,7 +54,7 @@ def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 
                 continue
             print(f"{label}: step {step}", flush=True)
             report = evaluate(config.replace(policy="act", checkpoint=str(model)), out=out / label / f"{step:06d}",
-                              videos=0, workers=workers, ray=ray)
+                              videos=0, workers=workers, ray=ray, resume=True)  # a point cut short goes on
             points[step] = {"step": step, "checkpoint": str(model),
                             **{k: report[k] for k in ("episodes", "success_rate", "success_ci95", "grasp_rate",
                                                       "picked_other", "mean_sum_reward", "mean_episode_length")}}

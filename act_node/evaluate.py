@@ -10,8 +10,10 @@ the machine is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 import sys
 from dataclasses import asdict
 from multiprocessing import get_context
@@ -114,14 +116,73 @@ def _worker_episode(seed: int) -> dict:
     return worker_episode(*_POOL_JOB, seed)
 
 
+JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one line per finished episode
+
+
+def weights_digest(checkpoint: str | Path) -> str:
+    """sha256 of a pretrained_model folder's weights: what a journal's episodes were run with."""
+    digest = hashlib.sha256()
+    with open(Path(checkpoint) / "model.safetensors", "rb") as weights:
+        for block in iter(lambda: weights.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class EpisodeJournal:
+    """out/episodes.jsonl: what an evaluation ran with (its first line), then each episode as it finishes, so
+    that an evaluation a session's end, a SIGTERM or a crash cut short goes on from its finished episodes
+    (`resume`). An episode is the same, bit for bit, wherever and whenever it runs with the same settings and
+    weights (worker_episode), so a resumed report equals an uninterrupted one. A journal of other settings or
+    weights is started anew; a torn last line (a kill mid-write) is dropped."""
+
+    def __init__(self, out: Path, header: dict, resume: bool):
+        self.path = out / JOURNAL
+        self.header = json.loads(json.dumps(header))  # as read back (tuples as lists)
+        self.done: dict[int, dict] = self._read() if resume else {}
+        with open(self.path, "w") as journal:  # rewritten whole: the header, then what stays
+            for line in [{"journal": header}, *self.done.values()]:
+                journal.write(json.dumps(line) + "\n")
+        self._file = open(self.path, "a")
+
+    def _read(self) -> dict[int, dict]:
+        if not self.path.is_file():
+            return {}
+        lines = self.path.read_text().splitlines()
+        try:
+            if json.loads(lines[0]).get("journal") != self.header:
+                tqdm.write(f"{self.path}: of other settings or weights; evaluating anew", file=sys.stderr)
+                return {}
+        except (IndexError, json.JSONDecodeError, AttributeError):
+            return {}
+        done = {}
+        for line in lines[1:]:
+            try:
+                episode = json.loads(line)
+            except json.JSONDecodeError:  # a torn line: that episode runs again
+                continue
+            done[int(episode["seed"])] = episode
+        return done
+
+    def add(self, episode: dict) -> dict:
+        self._file.write(json.dumps(episode) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        return episode
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
-             ray: str | None = None) -> dict:
+             ray: str | None = None, resume: bool = False) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
     first `videos` episodes under `out`, returns the report. The filmed episodes run here; the rest in `workers`
     processes, or with `ray` as Ray tasks (act_node.distributed: "local", a cluster started here; "auto" or
     HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
-    KeyboardInterrupt."""
+    KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
+    seeds that journal lacks (a filmed seed also when its video is missing), if it is of these settings and
+    weights."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
@@ -132,7 +193,6 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     if coeff is not None and steps != 1:
         raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
                          f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
-    episodes: list[dict] = []
     filmed, rest = seeds[:videos], seeds[videos:]
     import torch
 
@@ -144,13 +204,25 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     env = make_env(config)
     renderer = env.renderer
     config = config.replace(renderer=renderer)  # "auto" resolved once: the workers draw with the same one
-    progress = tqdm(total=len(seeds), desc="evaluating", unit="episode")
+    journal = EpisodeJournal(out, {"settings": {k: v for k, v in asdict(config).items()
+                                                if k not in ("episodes", "first_seed")},
+                                   "n_action_steps": steps, "temporal_ensemble_coeff": coeff,
+                                   "weights": weights_digest(config.checkpoint)}, resume)
+    episodes = [journal.done[seed] for seed in seeds if seed in journal.done
+                and (seed not in filmed or (out / f"episode_seed{seed}.mp4").is_file())]
+    resumed = len(episodes)
+    filmed = [seed for seed in filmed if seed not in {e["seed"] for e in episodes}]
+    rest = [seed for seed in rest if seed not in journal.done]
+    if resumed:
+        tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
+    progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
     interrupted = False
     try:
         for seed in filmed:  # filmed in this process, in order
             frames: list[np.ndarray] = []
-            episodes.append(evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict())
+            episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
             write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
+            episodes.append(journal.add(episode))  # after its video: a journalled filmed seed has one
             progress.update(1)
         if rest and ray is not None:
             from contextlib import closing
@@ -160,16 +232,16 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             # closed (Ctrl-C): the rest cancelled
             with closing(ray_episodes(config, steps, rest, worker_episode, ray)) as finished:
                 for episode in finished:  # as they finish
-                    episodes.append(episode)
+                    episodes.append(journal.add(episode))
                     progress.update(1)
         elif rest and workers > 1:
             with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (config, steps)) as pool:
                 for episode in pool.imap(_worker_episode, rest):
-                    episodes.append(episode)
+                    episodes.append(journal.add(episode))
                     progress.update(1)
         else:
             for seed in rest:
-                episodes.append(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict())
+                episodes.append(journal.add(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict()))
                 progress.update(1)
     except KeyboardInterrupt:
         if not episodes:
@@ -177,6 +249,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         interrupted = True  # the finished episodes are reported below
     finally:
         env.close()
+        journal.close()
         torch.set_num_threads(threads)
     progress.close()
     report = {
@@ -187,7 +260,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "temporal_ensemble_coeff": coeff,  # None: chunks of n_action_steps, without ensembling
         "renderer": renderer,
         "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
-        "videos": [str(out / f"episode_seed{seed}.mp4") for seed in filmed],
+        "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
+        "resumed_episodes": resumed,  # read from out/episodes.jsonl, run before (resume)
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
     if interrupted:

@@ -313,7 +313,7 @@ class Recipe:
                 return None
             return [*act_sim, "eval", "--policy.path", str(self.average.resolve()), "--episodes", str(s.eval_episodes),
                     "--first-seed", str(EVAL_SEED), "--objects", str(EVAL_OBJECTS), "--workers", str(s.threads),
-                    "--videos", "0", "--out", str(self.eval_dir)]
+                    "--videos", "0", "--resume", "--out", str(self.eval_dir)]
         raise ValueError(f"unknown stage {stage!r}; the {s.kind} recipe's stages are {', '.join(self.stages)}")
 
     @property

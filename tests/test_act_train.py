@@ -609,6 +609,7 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     assert evaluation[evaluation.index("--policy.path") + 1] == str(tmp_path / "act" / "average" / "pretrained_model")
     assert [evaluation[evaluation.index(flag) + 1] for flag in ("--episodes", "--first-seed", "--objects")] == \
         ["200", "2000", "4"]
+    assert "--resume" in evaluation  # a session's end mid-eval: the next run goes on from the finished episodes
     average = tmp_path / "act" / "average" / "pretrained_model"
     average.mkdir(parents=True)
     (average / "model.safetensors").write_bytes(b"")

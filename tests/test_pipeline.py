@@ -39,6 +39,54 @@ def tiny_dataset_root(checkpoint):
     return Path(training_dataset_root(checkpoint))
 
 
+
+def test_an_evaluation_cut_short_goes_on_from_its_finished_episodes(tiny_checkpoint, tmp_path, monkeypatch):
+    import act_node.evaluate as evaluation
+
+    config = GraphConfig(policy="act", checkpoint=str(tiny_checkpoint), episodes=3, first_seed=1000, objects=2,
+                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=12)
+    ran: list[int] = []
+    run_one = evaluation.evaluate_episode
+
+    def counted(env, policy, seed, *args, **kwargs):
+        ran.append(seed)
+        return run_one(env, policy, seed, *args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate_episode", counted)
+    whole = evaluate(config, out=tmp_path / "whole", videos=1)
+    out = tmp_path / "cut"
+    evaluate(config.replace(episodes=2), out=out, videos=1)  # seeds 1000 (filmed) and 1001, then "killed"
+    journal = out / "episodes.jsonl"
+    assert [json.loads(line).get("seed") for line in journal.read_text().splitlines()] == [None, 1000, 1001]
+    with open(journal, "a") as torn:
+        torn.write('{"seed": 1002, "succ')  # a kill mid-write
+    ran.clear()
+    resumed = evaluate(config, out=out, videos=1, resume=True)
+    assert ran == [1002] and resumed["resumed_episodes"] == 2
+
+    def outcome(report):
+        return [{k: v for k, v in e.items() if k != "mean_inference_s"} for e in report["per_episode"]]
+
+    assert outcome(resumed) == outcome(whole) and resumed["success_rate"] == whole["success_rate"]
+    assert resumed["mean_sum_reward"] == whole["mean_sum_reward"]
+    assert json.loads((out / "report.json").read_text())["episodes"] == 3
+    (out / "episode_seed1000.mp4").unlink()  # a filmed seed without its video is filmed again
+    ran.clear()
+    assert evaluate(config, out=out, videos=1, resume=True)["resumed_episodes"] == 2 and ran == [1000]
+    ran.clear()
+    evaluate(config, out=out, videos=1)  # without --resume: every episode anew
+    assert ran == [1000, 1001, 1002]
+    ran.clear()
+    other = config.replace(max_steps=11)  # other settings: the journal is not theirs
+    assert evaluate(other, out=out, videos=0, resume=True)["resumed_episodes"] == 0 and ran == [1000, 1001, 1002]
+    header = json.loads(journal.read_text().splitlines()[0])["journal"]
+    assert header["weights"] == evaluation.weights_digest(tiny_checkpoint) and header["settings"]["max_steps"] == 11
+    lines = journal.read_text().splitlines()
+    header["weights"] = "0" * 64  # other weights (a new average in the same folder): anew
+    journal.write_text("\n".join([json.dumps({"journal": header}), *lines[1:]]) + "\n")
+    ran.clear()
+    assert evaluate(other, out=out, videos=0, resume=True)["resumed_episodes"] == 0 and ran == [1000, 1001, 1002]
+
 def test_the_checkpoint_answers_a_whole_chunk(tiny_checkpoint):
     from act_node.tabletop.env import PickObjectEnv
 
