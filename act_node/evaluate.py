@@ -119,29 +119,64 @@ def _worker_episode(seed: int) -> dict:
 JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one line per finished episode
 
 
-def weights_digest(checkpoint: str | Path) -> str:
-    """sha256 of a pretrained_model folder's weights: what a journal's episodes were run with."""
+def folder_digest(folder: str | Path, skip: tuple[str, ...] = ("README.md",)) -> str:
+    """sha256 over the names and bytes of a folder's files (not its `skip`ped ones, nor below it): a checkpoint's
+    weights, config and processors, or the yaw reader's head and the backbone hash its reader.json names."""
     digest = hashlib.sha256()
-    with open(Path(checkpoint) / "model.safetensors", "rb") as weights:
-        for block in iter(lambda: weights.read(1 << 20), b""):
-            digest.update(block)
+    for path in sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name not in skip):
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as data:
+            for block in iter(lambda: data.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
+def source_digest() -> str:
+    """sha256 of the act_node package's Python sources: the simulator, the expert's scenes and the policy's
+    wrapping all live there, so an edited package is another evaluation."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def journal_header(config: GraphConfig, steps: int, coeff: float | None) -> dict:
+    """What decides an in-process episode's outcome besides its seed: the env's settings, the execution, the
+    checkpoint folder's files, the yaw reader's where the layout reads one, the package's sources and the versions
+    of torch, pybullet and LeRobot. Not the checkpoint's path, nor the graph's own settings (clock, respawn, ...)."""
+    from importlib.metadata import version
+
+    from act_node.paths import models_dir
+    from act_node.vision.yaw import DEFAULT_READER
+
+    env = config.env_kwargs()
+    return {"env": env, "device": config.device, "n_action_steps": steps, "temporal_ensemble_coeff": coeff,
+            "checkpoint": folder_digest(config.checkpoint),
+            "yaw_reader": folder_digest(models_dir() / DEFAULT_READER)
+            if env["environment_layout"] == "target_tool_yaw" else None,
+            "act_node": source_digest(),
+            "versions": {name: version(name) for name in ("torch", "pybullet", "lerobot")}}
+
+
 class EpisodeJournal:
-    """out/episodes.jsonl: what an evaluation ran with (its first line), then each episode as it finishes, so
-    that an evaluation a session's end, a SIGTERM or a crash cut short goes on from its finished episodes
-    (`resume`). An episode is the same, bit for bit, wherever and whenever it runs with the same settings and
-    weights (worker_episode), so a resumed report equals an uninterrupted one. A journal of other settings or
-    weights is started anew; a torn last line (a kill mid-write) is dropped."""
+    """out/episodes.jsonl: what an evaluation ran with (journal_header, its first line), then each episode as it
+    finishes, so that an evaluation a session's end, a SIGTERM or a crash cut short goes on from its finished
+    episodes (`resume`). An episode is the same, bit for bit, wherever and whenever it runs with the same header
+    (worker_episode), so a resumed report equals an uninterrupted one. A journal of another header is started anew;
+    a torn line (a kill mid-write) is dropped; a line names the video it was filmed into, if any."""
 
     def __init__(self, out: Path, header: dict, resume: bool):
         self.path = out / JOURNAL
         self.header = json.loads(json.dumps(header))  # as read back (tuples as lists)
         self.done: dict[int, dict] = self._read() if resume else {}
-        with open(self.path, "w") as journal:  # rewritten whole: the header, then what stays
-            for line in [{"journal": header}, *self.done.values()]:
+        temporary = self.path.with_name(JOURNAL + ".partial")
+        with open(temporary, "w") as journal:  # the header and what stays, replacing the old journal whole
+            for line in [{"journal": self.header}, *self.done.values()]:
                 journal.write(json.dumps(line) + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+        os.replace(temporary, self.path)  # a kill before this leaves the old journal as it was
         self._file = open(self.path, "a")
 
     def _read(self) -> dict[int, dict]:
@@ -150,21 +185,30 @@ class EpisodeJournal:
         lines = self.path.read_text().splitlines()
         try:
             if json.loads(lines[0]).get("journal") != self.header:
-                tqdm.write(f"{self.path}: of other settings or weights; evaluating anew", file=sys.stderr)
+                tqdm.write(f"{self.path}: another checkpoint, settings or package version; evaluating anew",
+                           file=sys.stderr)
                 return {}
         except (IndexError, json.JSONDecodeError, AttributeError):
             return {}
         done = {}
         for line in lines[1:]:
             try:
-                episode = json.loads(line)
-            except json.JSONDecodeError:  # a torn line: that episode runs again
+                entry = json.loads(line)
+                done[int(entry["episode"]["seed"])] = entry
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):  # a torn line: that episode runs again
                 continue
-            done[int(episode["seed"])] = episode
         return done
 
-    def add(self, episode: dict) -> dict:
-        self._file.write(json.dumps(episode) + "\n")
+    def finished(self, seed: int, video: Path | None = None) -> dict | None:
+        """The journalled episode of `seed`, or None; with `video`, only if it was filmed there and that file is
+        still there."""
+        entry = self.done.get(seed)
+        if entry is None or (video is not None and (entry.get("video") != video.name or not video.is_file())):
+            return None
+        return entry["episode"]
+
+    def add(self, episode: dict, video: Path | None = None) -> dict:
+        self._file.write(json.dumps({"episode": episode, "video": video.name if video else None}) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
         return episode
@@ -181,8 +225,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     processes, or with `ray` as Ray tasks (act_node.distributed: "local", a cluster started here; "auto" or
     HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
     KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
-    seeds that journal lacks (a filmed seed also when its video is missing), if it is of these settings and
-    weights."""
+    seeds that journal lacks (a filmed seed also when it was not filmed into the video that is there), if its
+    header (journal_header: settings, checkpoint, package) is this evaluation's."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
@@ -204,25 +248,29 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     env = make_env(config)
     renderer = env.renderer
     config = config.replace(renderer=renderer)  # "auto" resolved once: the workers draw with the same one
-    journal = EpisodeJournal(out, {"settings": {k: v for k, v in asdict(config).items()
-                                                if k not in ("episodes", "first_seed")},
-                                   "n_action_steps": steps, "temporal_ensemble_coeff": coeff,
-                                   "weights": weights_digest(config.checkpoint)}, resume)
-    episodes = [journal.done[seed] for seed in seeds if seed in journal.done
-                and (seed not in filmed or (out / f"episode_seed{seed}.mp4").is_file())]
-    resumed = len(episodes)
-    filmed = [seed for seed in filmed if seed not in {e["seed"] for e in episodes}]
-    rest = [seed for seed in rest if seed not in journal.done]
-    if resumed:
-        tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
-    progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
-    interrupted = False
+
+    def video(seed: int) -> Path:
+        return out / f"episode_seed{seed}.mp4"
+
+    episodes: list[dict] = []
+    journal: EpisodeJournal | None = None
+    resumed, interrupted = 0, False
+    progress = None
     try:
+        journal = EpisodeJournal(out, journal_header(config, steps, coeff), resume)
+        episodes = [e for e in (journal.finished(seed, video(seed) if seed in filmed else None) for seed in seeds)
+                    if e is not None]
+        resumed = len(episodes)
+        filmed = [seed for seed in filmed if journal.finished(seed, video(seed)) is None]
+        rest = [seed for seed in rest if journal.finished(seed) is None]
+        if resumed:
+            tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
+        progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
         for seed in filmed:  # filmed in this process, in order
             frames: list[np.ndarray] = []
             episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
-            write_video(frames + [frames[-1]] * env.fps, out / f"episode_seed{seed}.mp4", env.fps)
-            episodes.append(journal.add(episode))  # after its video: a journalled filmed seed has one
+            write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
+            episodes.append(journal.add(episode, video(seed)))  # after its video: a journalled filmed seed has one
             progress.update(1)
         if rest and ray is not None:
             from contextlib import closing
@@ -249,9 +297,11 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         interrupted = True  # the finished episodes are reported below
     finally:
         env.close()
-        journal.close()
+        if journal is not None:
+            journal.close()
+        if progress is not None:
+            progress.close()
         torch.set_num_threads(threads)
-    progress.close()
     report = {
         "policy": str(config.checkpoint),
         **summarize(episodes),

@@ -57,35 +57,70 @@ def test_an_evaluation_cut_short_goes_on_from_its_finished_episodes(tiny_checkpo
     out = tmp_path / "cut"
     evaluate(config.replace(episodes=2), out=out, videos=1)  # seeds 1000 (filmed) and 1001, then "killed"
     journal = out / "episodes.jsonl"
-    assert [json.loads(line).get("seed") for line in journal.read_text().splitlines()] == [None, 1000, 1001]
+
+    def journalled():
+        return [(json.loads(line).get("episode") or {}).get("seed") for line in journal.read_text().splitlines()]
+
+    assert journalled() == [None, 1000, 1001]
     with open(journal, "a") as torn:
-        torn.write('{"seed": 1002, "succ')  # a kill mid-write
+        torn.write('{"episode": {"seed": 1002, "succ')  # a kill mid-write
     ran.clear()
     resumed = evaluate(config, out=out, videos=1, resume=True)
-    assert ran == [1002] and resumed["resumed_episodes"] == 2
+    assert ran == [1002] and resumed["resumed_episodes"] == 2 and journalled() == [None, 1000, 1001, 1002]
 
     def outcome(report):
         return [{k: v for k, v in e.items() if k != "mean_inference_s"} for e in report["per_episode"]]
 
     assert outcome(resumed) == outcome(whole) and resumed["success_rate"] == whole["success_rate"]
     assert resumed["mean_sum_reward"] == whole["mean_sum_reward"]
+    assert resumed["videos"] == [str(out / "episode_seed1000.mp4")]
     assert json.loads((out / "report.json").read_text())["episodes"] == 3
+    ran.clear()  # seeds 1001-1002 of the journal, 1003 anew; 1000, outside the range, neither run nor reported
+    later = evaluate(config.replace(first_seed=1001), out=out, videos=0, resume=True)
+    assert ran == [1003] and [e["seed"] for e in later["per_episode"]] == [1001, 1002, 1003]
     (out / "episode_seed1000.mp4").unlink()  # a filmed seed without its video is filmed again
     ran.clear()
     assert evaluate(config, out=out, videos=1, resume=True)["resumed_episodes"] == 2 and ran == [1000]
     ran.clear()
-    evaluate(config, out=out, videos=1)  # without --resume: every episode anew
+    evaluate(config, out=out, videos=0)  # without --resume: every episode anew, none filmed
     assert ran == [1000, 1001, 1002]
+    (out / "episode_seed1001.mp4").write_bytes(b"another run's video")
+    ran.clear()  # 1001 was journalled unfilmed: a video lying there is not its own
+    assert evaluate(config, out=out, videos=2, resume=True)["resumed_episodes"] == 1 and ran == [1000, 1001]
     ran.clear()
     other = config.replace(max_steps=11)  # other settings: the journal is not theirs
     assert evaluate(other, out=out, videos=0, resume=True)["resumed_episodes"] == 0 and ran == [1000, 1001, 1002]
     header = json.loads(journal.read_text().splitlines()[0])["journal"]
-    assert header["weights"] == evaluation.weights_digest(tiny_checkpoint) and header["settings"]["max_steps"] == 11
+    assert header["checkpoint"] == evaluation.folder_digest(tiny_checkpoint) and header["env"]["max_steps"] == 11
     lines = journal.read_text().splitlines()
-    header["weights"] = "0" * 64  # other weights (a new average in the same folder): anew
+    header["checkpoint"] = "0" * 64  # another checkpoint (a new average in the same folder): anew
     journal.write_text("\n".join([json.dumps({"journal": header}), *lines[1:]]) + "\n")
     ran.clear()
     assert evaluate(other, out=out, videos=0, resume=True)["resumed_episodes"] == 0 and ran == [1000, 1001, 1002]
+    parallel = evaluate(other.replace(episodes=5), out=out, videos=0, workers=2, resume=True)  # two workers: 2 more
+    assert parallel["resumed_episodes"] == 3 and journalled() == [None, 1000, 1001, 1002, 1003, 1004]
+    assert outcome(parallel)[:3] == outcome(evaluate(other, out=tmp_path / "other", videos=0))
+    from act_node import cli
+
+    with pytest.raises(SystemExit, match="--resume goes on from an in-process"):  # the graph journals nothing
+        cli.main(["eval", "--policy.path", str(tiny_checkpoint), "--ros", "--resume", "--out", str(out)])
+
+
+def test_a_checkpoint_digest_covers_every_file_but_the_card(tiny_checkpoint, tmp_path):
+    import shutil
+
+    from act_node.evaluate import folder_digest
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_checkpoint, copy)
+    digest = folder_digest(copy)
+    assert digest == folder_digest(tiny_checkpoint)
+    (copy / "README.md").write_text("a card says nothing the episodes depend on")
+    assert folder_digest(copy) == digest
+    processor = next(copy.glob("policy_preprocessor_step_*_normalizer_processor.safetensors"))
+    processor.write_bytes(processor.read_bytes() + b" ")  # the normalizer's statistics decide the actions too
+    assert folder_digest(copy) != digest
+
 
 def test_the_checkpoint_answers_a_whole_chunk(tiny_checkpoint):
     from act_node.tabletop.env import PickObjectEnv
