@@ -24,6 +24,18 @@ def checkpoints(run: Path) -> list[tuple[int, Path]]:
     return found
 
 
+def batch_size(model: Path) -> int | None:
+    """The batch a checkpoint was trained at: act_node.vision.act_train's act_node_training.json or lerobot-train's
+    train_config.json in its pretrained_model folder; None when neither says."""
+    for name in ("act_node_training.json", "train_config.json"):
+        path = Path(model) / name
+        if path.is_file():
+            size = json.loads(path.read_text()).get("batch_size")
+            if size is not None:
+                return int(size)
+    return None
+
+
 def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 1,
           every: int = 1, steps: list[int] | None = None, ray: str | None = None) -> dict[str, list[dict]]:
     """Evaluate every `every`-th checkpoint of each run (and always the last), or only those at `steps`;
@@ -51,17 +63,32 @@ def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 
             chosen = [c for i, c in enumerate(found) if i % every == every - 1 or i == len(found) - 1]
         for step, model in chosen:
             if step in points and points[step].get("checkpoint") == str(model):
+                points[step].setdefault("batch_size", batch_size(model))  # points of curves from before it was kept
                 continue
             print(f"{label}: step {step}", flush=True)
             report = evaluate(config.replace(policy="act", checkpoint=str(model)), out=out / label / f"{step:06d}",
                               videos=0, workers=workers, ray=ray, resume=True)  # a point cut short goes on
-            points[step] = {"step": step, "checkpoint": str(model),
+            points[step] = {"step": step, "checkpoint": str(model), "batch_size": batch_size(model),
                             **{k: report[k] for k in ("episodes", "success_rate", "success_ci95", "grasp_rate",
                                                       "picked_other", "mean_sum_reward", "mean_episode_length")}}
             done["runs"][label] = [points[s] for s in sorted(points)]
             path.write_text(json.dumps(done, indent=1) + "\n")  # after every point: an interrupt loses one
+        done["runs"][label] = [points[s] for s in sorted(points)]
+    path.write_text(json.dumps(done, indent=1) + "\n")
     plot(done, out / "curve.png")
     return done["runs"]
+
+
+def batch_labels(runs: dict[str, list[dict]]) -> tuple[str, dict[str, str]]:
+    """The step axis's label and each run's legend name: one batch for every point, on the axis ("training steps
+    (batch 64)"); runs at different batches, each in its name; a batch not known (a curve.json from before points
+    kept it), said nowhere rather than guessed."""
+    batches = {label: {p.get("batch_size") for p in points} for label, points in runs.items()}
+    every = set().union(*batches.values())
+    if len(every) == 1 and None not in every:
+        return f"training steps (batch {every.pop()})", {label: label for label in runs}
+    return "training steps", {label: f"{label} (batch {next(iter(sizes))})" if len(sizes) == 1 and None not in sizes
+                              else label for label, sizes in batches.items()}
 
 
 def plot(done: dict, png: Path) -> None:
@@ -71,7 +98,9 @@ def plot(done: dict, png: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    steps_label, names = batch_labels(done["runs"])
     for label, points in done["runs"].items():
+        label = names[label]
         steps = [p["step"] for p in points]
         rates = [100 * p["success_rate"] for p in points]
         low = [100 * (p["success_rate"] - p["success_ci95"][0]) for p in points]
@@ -85,7 +114,7 @@ def plot(done: dict, png: Path) -> None:
             axis.errorbar(steps, grasp, yerr=[low, high], linestyle="--", marker="x", capsize=3,
                           color=line[0].get_color(), alpha=0.7, label=f"{label}: held the requested object")
     settings = done["settings"]
-    axis.set_xlabel("training steps (batch 8)")
+    axis.set_xlabel(steps_label)
     axis.set_ylabel("% of episodes (95% Wilson interval)")
     axis.set_ylim(0, 100)
     axis.set_title(f"picks the requested object: {settings['episodes']} unseen seeds from {settings['first_seed']}, "

@@ -247,6 +247,11 @@ def test_training_resumes_and_the_curve_evaluates_each_checkpoint_once(tiny_data
     assert [p["step"] for p in points] == [2, 4]  # every 2nd checkpoint, and the last
     assert all(p["episodes"] == 2 and p["success_ci95"][1] > 0 for p in points)
     assert (tmp_path / "curve" / "curve.png").stat().st_size > 5000
+    trained_at = json.loads((run / "checkpoints" / "000004" / "pretrained_model" / "train_config.json").read_text())
+    assert [p["batch_size"] for p in points] == [trained_at["batch_size"]] * 2
+    assert curves.batch_labels({"tiny": points})[0] == f"training steps (batch {trained_at['batch_size']})"
+    assert curves.batch_labels({"a": [{"batch_size": 8}], "b": [{"batch_size": 64}], "c": [{}]}) == \
+        ("training steps", {"a": "a (batch 8)", "b": "b (batch 64)", "c": "c"})
     monkeypatch.setattr(curves, "evaluate", lambda *a, **k: pytest.fail("a finished point was evaluated again"))
     again = curves.curve({"tiny": run}, config, tmp_path / "curve", every=2)["tiny"]
     assert again == points
