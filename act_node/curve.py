@@ -73,8 +73,7 @@ def curve(runs: dict[str, Path], config: GraphConfig, out: Path, workers: int = 
                                                       "picked_other", "mean_sum_reward", "mean_episode_length")}}
             done["runs"][label] = [points[s] for s in sorted(points)]
             path.write_text(json.dumps(done, indent=1) + "\n")  # after every point: an interrupt loses one
-        done["runs"][label] = [points[s] for s in sorted(points)]
-    path.write_text(json.dumps(done, indent=1) + "\n")
+    path.write_text(json.dumps(done, indent=1) + "\n")  # with the batch sizes filled in above (the same dicts)
     plot(done, out / "curve.png")
     return done["runs"]
 

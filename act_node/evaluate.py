@@ -122,12 +122,11 @@ JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one li
 def folder_digest(folder: str | Path, skip: tuple[str, ...] = ("README.md",)) -> str:
     """sha256 over the names and bytes of a folder's files (not its `skip`ped ones, nor below it): a checkpoint's
     weights, config and processors, or the yaw reader's head and the backbone hash its reader.json names."""
+    from act_node.vision.cache import file_sha256
+
     digest = hashlib.sha256()
     for path in sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name not in skip):
-        digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as data:
-            for block in iter(lambda: data.read(1 << 20), b""):
-                digest.update(block)
+        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
     return digest.hexdigest()
 
 

@@ -14,7 +14,7 @@ beside one, both are timed slow.
 Run: .venv/bin/python bench/bench_camera_act.py [--checkpoint DIR] [--repeat 20]
 """
 import argparse
-import time
+import sys
 from pathlib import Path
 
 import torch
@@ -25,16 +25,10 @@ from act_node.curve import checkpoints
 from act_node.envs import make_env
 from act_node.policy import ChunkPolicy, FeatureSpec
 
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_yaw import mean_s  # noqa: E402
+
 RECIPE_RUN = Path("outputs/recipe_cam/act")
-
-
-def mean_s(call, repeat: int) -> float:
-    for _ in range(3):
-        call()
-    started = time.perf_counter()
-    for _ in range(repeat):
-        call()
-    return (time.perf_counter() - started) / repeat
 
 
 def main() -> None:
