@@ -100,7 +100,8 @@ class GraphConfig:
     target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
                                    "truth (the sim's scene)", choices=TARGET_SOURCES)
     device: str = _argument("cpu", "torch device for the policy")
-    threads: int = _argument(0, "torch threads for the policy (0: torch's default, a thread a core); act-sim eval "
+    threads: int = _argument(0, "torch threads for the policy (0: torch's default, a thread a core; under "
+                             "clock:=realtime in the sim graph one core fewer, which the sim keeps); act-sim eval "
                              "uses 1, so that in-process and ROS evaluations do the same arithmetic", low=0)
     video_dir: str = _argument("", "write each episode's result (JSON) and video here")
     record_video: bool = _argument(True, "write the videos too (false: results only)")

@@ -5,7 +5,8 @@
                        floor: a std_msgs/Header out and back between two rclpy processes, nothing computed
   sim realtime factor  sim seconds per wall second of the sim node in realtime mode, a policy node attached:
                        the shipped ACT (its yaw reader reads the two cameras at 96x128, the size it needs), and
-                       an untrained camera ACT at 240x320
+                       an untrained camera ACT at 240x320; with --checkpoint DIR, that checkpoint too, at the
+                       image size it was trained on (a camera ACT's: bench_camera_act.py times its chunk alone)
   graph images         the graph's two 480x640 EGL cameras, every tick, to an outside viewer: frames missing
 (Images between processes at 480x640 and 720x1280, with and without the profile: bench_transport.py.)
 
@@ -327,6 +328,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=("chunk", "realtime", "graph_images"),
                         help="some of the figures")
     parser.add_argument("--summary", type=Path, help="also write the chunk and realtime figures here (JSON)")
+    parser.add_argument("--checkpoint", type=Path, help="also the realtime factor with this checkpoint's policy "
+                        "node (a camera ACT: its own cameras and image size)")
     args = parser.parse_args()
     wanted = set(args.only or ("chunk", "realtime", "graph_images"))
     summary: dict = {}
@@ -356,6 +359,13 @@ def main() -> None:
             checkpoint = make_checkpoint(dataset, DOCUMENTED, Path(scratch) / "documented")
             summary["realtime"].append(realtime_factor(checkpoint, "ACT on both cameras, untrained, documented size",
                                                        (240, 320), args.seconds))
+        if args.checkpoint:
+            from act_node.checkpoints import checkpoint_cameras
+
+            cameras = checkpoint_cameras(args.checkpoint)
+            size = next(iter(cameras.values())) if cameras else (96, 128)
+            summary["realtime"].append(realtime_factor(args.checkpoint, f"{args.checkpoint}, cameras "
+                                                       f"{sorted(cameras) or 'none'}", size, args.seconds))
     if "graph_images" in wanted:
         summary["graph_images"] = [graph_images(args.seconds, (480, 640), profile) for profile in (True, False)]
     executor.shutdown()

@@ -124,3 +124,21 @@ def test_the_shipped_checkpoint_runs_temporally_ensembled_in_every_runner():
     arm = describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[0]
     assert (arm.parameters["merge"], arm.parameters["ensemble_coeff"]) == ("ensemble", 0.01)
     assert describe(policy="expert")[0].parameters["merge"] == "replace"
+
+
+def test_under_realtime_the_sim_graphs_policy_leaves_the_sim_a_core(monkeypatch):
+    """threads:=0 under clock:=realtime: the policy node gets one core fewer than there are (the sim renders and
+    steps on the wall clock beside it); lockstep keeps torch's default, and threads:= given is kept under both."""
+    import os
+
+    from act_node.nodes.graph import describe
+
+    def policy(**arguments):
+        return next(node for node in describe(**arguments) if node.name == "act_policy").parameters["threads"]
+
+    for cores, expected in ((2, 1), (8, 7), (1, 1)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, cores=cores: set(range(cores)))
+        assert policy(clock="realtime") == expected, cores
+    assert policy() == 0  # lockstep: the sim waits while the policy thinks
+    assert policy(clock="realtime", threads="2") == 2
+    assert policy(threads="1") == 1

@@ -150,6 +150,18 @@ def describe_config(config: GraphConfig, namespace: str = "") -> list[NodeSpec]:
     return _placed(_nodes(config), namespace)
 
 
+def policy_threads(config: GraphConfig) -> int:
+    """The sim graph's policy node's torch threads: `threads:=` where given; under clock:=realtime, else, one a core
+    less than this process may run on, so that the sim and its cameras keep a core while the policy thinks (the
+    wall clock waits for nobody). On 2 cores a camera ACT under realtime answered 111-208 times in 600 ticks with
+    torch's default (a thread a core) and 260-303 with one thread, at the same realtime factor
+    (`bench/bench_ros.py --only realtime --checkpoint DIR`, results/act_cameras). Lockstep keeps torch's default:
+    there the sim waits while the policy thinks."""
+    if config.threads or config.clock != "realtime":
+        return config.threads
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 def _placed(nodes: list[NodeSpec], namespace: str) -> list[NodeSpec]:
     """The nodes in a namespace. Every topic name in the nodes is relative and follows it; /clock is absolute
     by convention (rclpy's time source listens there), so each node's /clock is remapped into the namespace
@@ -198,7 +210,7 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
             # ticks under clock:=realtime, and a checkpoint run in chunks then misses everything (0/20 of seeds
             # 2000-2019 for models/act_target_tool_yaw in chunks of 30, 12/20 in lockstep: results/act_yaw). An
             # ensembling checkpoint (the shipped one) resolves replan_every to 1: an answer every tick
-            "threads": config.threads, "infer": "every_n"})
+            "threads": policy_threads(config), "infer": "every_n"})
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})
