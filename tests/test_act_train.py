@@ -841,3 +841,37 @@ def test_a_refused_recipe_leaves_its_folder_as_it_was(tmp_path):
     write_info(tmp_path / "data", 360, 52_000, layout_size=15)
     with pytest.raises(SystemExit, match="the yaw recipe's data: --kind yaw, or another --out"):
         today.command("record")
+
+
+def test_map_dropout_drops_the_cached_maps_in_training_only_and_is_pinned(tiny_dataset, backbone, cache, tmp_path):
+    """--map-dropout P: the cached maps go into ACT's image projection with dropout while training; a checkpoint runs
+    the real backbone's maps whole; the run pins P (a resume with another is refused) and a bad P is refused."""
+    from safetensors.torch import load_file
+
+    maps = torch.ones(4, 512, 3, 4)
+    dropping = CachedMaps(0.5)
+    seen = dropping(maps)["feature_map"]
+    zeroed = float((seen == 0).float().mean())
+    assert 0.4 < zeroed < 0.6 and torch.all((seen == 0) | (seen == 2.0))  # kept ones scaled by 1 / (1 - p)
+    assert torch.equal(dropping.eval()(maps)["feature_map"], maps)
+    assert torch.equal(CachedMaps()(maps)["feature_map"], maps)
+
+    plain = Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2))
+    plain.train(progress=False)
+    dropped = Run(tiny_dataset, cache, backbone, tmp_path / "dropped",
+                  Settings(steps=2, batch_size=2, save_every=2, map_dropout=0.5))
+    dropped.train(progress=False)
+    a, b = _weights(plain), _weights(dropped)
+    projection = [key for key in a if "input_proj" in key or "backbone" in key]
+    assert any(not torch.equal(a[key], b[key]) for key in a), "the same seed trained the same: no dropout applied"
+    model = tmp_path / "dropped" / "checkpoints" / "000002" / "pretrained_model"
+    saved = load_file(str(model / "model.safetensors"))
+    assert all(torch.equal(saved[key], value) for key, value in load_file(str(backbone)).items())  # the real one
+    assert projection and json.loads((model / "act_node_training.json").read_text())["map_dropout"] == 0.5
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "dropped", Settings(steps=4, batch_size=2, save_every=2))
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="--map-dropout"):
+            Settings(map_dropout=bad)
+    with pytest.raises(ValueError, match="image-less"):
+        Settings(map_dropout=0.2, use_cameras=False)
