@@ -20,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:-outputs/recipe_cam}
 MODEL=$RUN/act/average/pretrained_model
-LAST=$(ls -d "$RUN"/act/checkpoints/0*/ | tail -1)pretrained_model
 [[ -f $MODEL/config.json ]] || { echo "no $MODEL: run act-sim recipe --out $RUN to its end first" >&2; exit 2; }
+LAST=$(ls -d "$RUN"/act/checkpoints/0*/ | tail -1)pretrained_model
 OUT=$RUN/card
 SIM=.venv/bin/act-sim
 eval_() { "$SIM" eval --policy.path "$1" --workers 2 --videos 0 --resume "${@:2}"; }
