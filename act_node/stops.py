@@ -41,3 +41,51 @@ class StopRequests:
         else:
             print(f"\n{signal.Signals(number).name}: already stopping (saving what is complete)", file=sys.stderr,
                   flush=True)
+
+
+# --- a node that outlives its launcher ---------------------------------------------------------------------
+# `ros2 launch` (jazzy) stops its nodes on SIGINT only. On SIGTERM to the launch process alone (`kill PID`,
+# supervisord's default stop, a container runtime signalling its main process) it installs no Python handler,
+# dies by the signal's default action, and its nodes keep running, orphaned (ros2/launch#666): the policy would
+# go on sending chunks and an arm node on following them. The launch files put their own PID in each node's
+# environment; the node asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG), the same stop as a
+# supervisor's SIGTERM. `act-sim launch` sets the same from its side before each node starts (graph.py).
+LAUNCHER_VARIABLE = "ACT_NODE_LAUNCHER_PID"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def launcher_environment() -> dict[str, str]:
+    """What a launch file adds to each node's environment: this (the launch) process's PID."""
+    import os
+
+    return {LAUNCHER_VARIABLE: str(os.getpid())}
+
+
+def stop_with_launcher(environ=None) -> str | None:
+    """In a node started by a launch file (LAUNCHER_VARIABLE set): SIGTERM to this process when its parent dies,
+    and at once if the launcher is already gone. Returns what it did, for the node's log, or None (not launched
+    so, or not Linux). A value that is not a PID is named in a ValueError."""
+    import ctypes
+    import os
+
+    environ = os.environ if environ is None else environ
+    value = environ.get(LAUNCHER_VARIABLE)
+    if value is None or sys.platform != "linux":
+        return None
+    try:
+        launcher = int(value)
+    except ValueError:
+        raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a process ID (the launch file sets it)") from None
+    if launcher <= 1:
+        raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a launcher's process ID")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
+    try:  # it may have died before the prctl: the kernel says nothing then
+        os.kill(launcher, 0)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return f"the launcher (PID {launcher}) is gone: stopping"
+    except PermissionError:  # alive, another user's
+        pass
+    return f"stops with its launcher (PID {launcher})"

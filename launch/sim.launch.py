@@ -35,6 +35,7 @@ from act_node.dds import profile_environment
 from act_node.description import robot_description
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, SIM_LOST, describe, namespace_of
 from act_node.paths import share_dir
+from act_node.stops import launcher_environment
 from launch import LaunchDescription
 
 VIEWER_ARGUMENTS = {"rviz": ("false", "true: start RViz with the package's config (needs rviz2)")}
@@ -82,7 +83,8 @@ def graph(context):
         node = Node(package="act_node", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
                     namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
                     respawn=spec.respawn, respawn_delay=RESPAWN_DELAY_S if spec.respawn else None,
-                    additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
+                    # large camera frames arrive whole (act_node.dds); the node stops if this launch dies
+                    additional_env={**profile_environment(), **launcher_environment()})
         exited = sim_exited(respawn) if index == 0 else node_exited(spec.name, spec.respawn)
         entities += [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=exited))]
     return entities

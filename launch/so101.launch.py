@@ -12,6 +12,7 @@ from launch_ros.actions import Node
 
 from act_node.dds import profile_environment
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe
+from act_node.stops import launcher_environment
 from launch import LaunchDescription
 
 DEFAULTS = {"robot": "so101", "policy": "act"}  # where this file differs from the sim's
@@ -23,7 +24,8 @@ def nodes(context):
                  namespace=spec.namespace or None, remappings=spec.remappings, output="screen",
                  # respawn:=true restarts the cameras and the policy, never the arm node (graph.describe)
                  respawn=spec.respawn, respawn_delay=RESPAWN_DELAY_S if spec.respawn else None,
-                 additional_env=profile_environment())  # large camera frames arrive whole (act_node.dds)
+                 # large camera frames arrive whole (act_node.dds); the node stops if this launch dies
+                 additional_env={**profile_environment(), **launcher_environment()})
             for spec in describe(**values)]
 
 

@@ -60,11 +60,11 @@ run(SlowCleanup, "slow_node", ["--ros-args", "-r", "__node:=slow_cleanup"])
 '''
 
 
-def start_slow_node(tmp_path, mode: str) -> subprocess.Popen:
+def start_slow_node(tmp_path, mode: str, **variables: str) -> subprocess.Popen:
     script = tmp_path / "slow_node.py"
     script.write_text(SLOW_NODE)
     env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **variables}
     return subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
 
@@ -107,6 +107,75 @@ def test_a_stop_signal_as_the_build_ends_still_cleans_the_node_up(tmp_path):
     assert node.returncode == 0, err
     assert "cleaned up" in out, err  # destroy_node ran: the arm node turns torque off there
     assert "Traceback" not in err, err
+
+
+# A launcher as `ros2 launch` is to its nodes: their parent, which puts launcher_environment() in their environment
+# (launch/*.launch.py) or not, starts the slow node, says its PID and waits to be killed.
+LAUNCHER = """
+import os, subprocess, sys, time
+from act_node.stops import launcher_environment
+variables = launcher_environment() if sys.argv[2] == "launch_file" else {}
+node = subprocess.Popen([sys.executable, sys.argv[1], "idle"], env={**os.environ, **variables},
+                        stdout=open(sys.argv[3], "w"), stderr=subprocess.STDOUT)
+print(node.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("how", ["launch_file", "plain"])
+def test_a_node_from_a_launch_file_stops_when_its_launcher_dies_by_a_signal(tmp_path, how):
+    """`ros2 launch` dies by SIGTERM's default action, its nodes left running (ros2/launch#666): a node given
+    the launcher's PID stops as a supervisor's SIGTERM stops it, cleaned up; one without it is orphaned."""
+    (tmp_path / "slow_node.py").write_text(SLOW_NODE)
+    (tmp_path / "launcher.py").write_text(LAUNCHER)
+    log = tmp_path / "node.log"
+    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    launcher = subprocess.Popen([sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "slow_node.py"), how,
+                                 str(log)], stdout=subprocess.PIPE, text=True, env=env)
+    node = int(launcher.stdout.readline())
+    try:
+        end = time.monotonic() + 60
+        while "spinning" not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert "spinning" in log.read_text(), log.read_text()
+        launcher.kill()  # as the launch process ends on SIGTERM: no chance to stop anything
+        launcher.wait(timeout=10)
+        end = time.monotonic() + 20
+        while alive(node) and time.monotonic() < end:
+            time.sleep(0.1)
+        if how == "launch_file":
+            assert not alive(node), "the node outlived its launcher"
+            assert "cleaned up" in log.read_text(), log.read_text()  # destroy_node ran: the arm's torque goes off
+            assert "Traceback" not in log.read_text()
+        else:
+            assert alive(node)  # what ros2 launch leaves behind without it
+    finally:
+        if alive(node):
+            os.kill(node, signal.SIGKILL)
+
+
+def test_a_node_whose_launcher_is_already_gone_stops_and_a_bad_launcher_pid_is_refused(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=str(gone.pid))
+    out, err = node.communicate(timeout=60)
+    assert node.returncode == 0, err
+    assert "cleaned up" in out, err
+    for bad in ("launcher", "1"):
+        node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=bad)
+        out, err = node.communicate(timeout=60)
+        assert node.returncode == 2, err
+        assert f"slow_node: refusing to start: ACT_NODE_LAUNCHER_PID={bad!r} is not" in err
+        assert "spinning" not in out
 
 
 def test_a_refusal_is_one_line_with_code_2_and_a_bug_keeps_its_traceback(tmp_path):
@@ -431,6 +500,10 @@ def test_the_launch_file_declares_every_argument_and_starts_the_described_graph(
     specs = describe(policy="expert", episodes="2")
     assert [n.node_executable for n in nodes] == [s.executable for s in specs]
     assert len(handlers) == len(specs)  # one exit handler per node of the graph
+    for node in nodes:  # each node stops if the launch process dies (act_node.stops)
+        variables = {"".join(s.perform(context) for s in name): "".join(s.perform(context) for s in value)
+                     for name, value in node.additional_env}
+        assert variables["ACT_NODE_LAUNCHER_PID"] == str(os.getpid()), variables
 
 
 def test_the_launch_ends_when_the_sim_is_done_or_any_node_fails():

@@ -45,7 +45,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from act_node.stops import STOP_SIGNALS
+from act_node.stops import STOP_SIGNALS, stop_with_launcher
 
 REFUSED = 2  # exit code for a node that refused to start: a bad parameter, a missing or wrong checkpoint
 FAILED = 1  # exit code for a bug
@@ -113,6 +113,11 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
     """Run one node until it is done or stopped; exit with a code that says which (see the module doc)."""
     faulthandler.register(DUMP_SIGNAL, all_threads=True)  # kill -USR1 <pid>: where every thread is
     signals = StopSignals()
+    try:  # started by a launch file: SIGTERM when the launcher dies (act_node.stops says why)
+        following = stop_with_launcher()
+    except (ValueError, OSError) as error:
+        print(f"{label}: refusing to start: {error}", file=sys.stderr)
+        _exit(REFUSED)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     try:
         node = make_node()
@@ -127,6 +132,8 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
         for number in STOP_SIGNALS:
             signal.signal(number, signal.SIG_IGN)
         raise  # a bug: keep its traceback
+    if following:
+        node.get_logger().debug(following)
 
     code: int | str | None = 0
     stopped = False
