@@ -875,3 +875,33 @@ def test_map_dropout_drops_the_cached_maps_in_training_only_and_is_pinned(tiny_d
             Settings(map_dropout=bad)
     with pytest.raises(ValueError, match="image-less"):
         Settings(map_dropout=0.2, use_cameras=False)
+
+
+def test_camera_dropout_zeroes_whole_maps_per_sample_in_training_only_and_is_pinned(tiny_dataset, backbone, cache,
+                                                                                    tmp_path):
+    """--camera-dropout P: in training a sample's map of a camera is zeroed whole (not rescaled) with probability P,
+    the other samples' maps go in unchanged; in eval mode nothing is dropped; the run pins P; bad values refused."""
+    torch.manual_seed(0)
+    maps = torch.rand(400, 512, 3, 4) + 0.5
+    seen = CachedMaps(camera_dropout=0.5)(maps)["feature_map"]
+    whole = (seen == 0).flatten(1).all(1)
+    assert 0.4 < float(whole.float().mean()) < 0.6  # about half of the samples lost this camera
+    assert torch.equal(seen[~whole], maps[~whole])  # the rest whole and unscaled
+    assert torch.equal(CachedMaps(camera_dropout=0.5).eval()(maps)["feature_map"], maps)
+
+    plain = Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2))
+    plain.train(progress=False)
+    dropped = Run(tiny_dataset, cache, backbone, tmp_path / "dropped",
+                  Settings(steps=2, batch_size=2, save_every=2, camera_dropout=0.9))
+    dropped.train(progress=False)
+    a, b = _weights(plain), _weights(dropped)
+    assert any(not torch.equal(a[key], b[key]) for key in a), "the same seed trained the same: no camera dropped"
+    model = tmp_path / "dropped" / "checkpoints" / "000002" / "pretrained_model"
+    assert json.loads((model / "act_node_training.json").read_text())["camera_dropout"] == 0.9
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "dropped", Settings(steps=4, batch_size=2, save_every=2))
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="--camera-dropout"):
+            Settings(camera_dropout=bad)
+    with pytest.raises(ValueError, match="--camera-dropout drops the image maps"):
+        Settings(camera_dropout=0.2, use_cameras=False)

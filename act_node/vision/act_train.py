@@ -70,25 +70,37 @@ class Settings:
     # against 0.093 at 10,000 steps) and did worse in closed loop, on its own training scenes too
     # (results/act_cameras): a regularizer of the image path, measured there
     map_dropout: float = 0.0
+    # the whole of a camera's map zeroed for a training sample with this probability, each camera on its own (no
+    # rescaling): the policy must also act from the joints and target alone, with the images on top; at inference
+    # every camera's maps go in, as with map_dropout
+    camera_dropout: float = 0.0
 
     def __post_init__(self):
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
         if not (math.isfinite(self.map_dropout) and 0.0 <= self.map_dropout < 1.0):
             raise ValueError(f"--map-dropout must be in [0, 1), got {self.map_dropout}")
-        if self.map_dropout and not self.use_cameras:
-            raise ValueError("--map-dropout drops the image maps: an image-less run (--no-cameras) has none")
+        if not (math.isfinite(self.camera_dropout) and 0.0 <= self.camera_dropout < 1.0):
+            raise ValueError(f"--camera-dropout must be in [0, 1), got {self.camera_dropout}")
+        for name, value in (("--map-dropout", self.map_dropout), ("--camera-dropout", self.camera_dropout)):
+            if value and not self.use_cameras:
+                raise ValueError(f"{name} drops the image maps: an image-less run (--no-cameras) has none")
 
 
 class CachedMaps(nn.Module):
     """Stands in for ACT's backbone while it is frozen: the 'image' it is given is the frame's cached layer4 map,
-    with `dropout` applied in training mode (Settings.map_dropout)."""
+    in training mode with `dropout` on its numbers (Settings.map_dropout) and each sample's map zeroed whole with
+    probability `camera_dropout` (Settings.camera_dropout; ACT calls the backbone once per camera)."""
 
-    def __init__(self, dropout: float = 0.0):
+    def __init__(self, dropout: float = 0.0, camera_dropout: float = 0.0):
         super().__init__()
         self.dropout = dropout
+        self.camera_dropout = camera_dropout
 
     def forward(self, maps: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.training and self.camera_dropout:
+            kept = torch.rand(maps.shape[0], *(1,) * (maps.dim() - 1), device=maps.device) >= self.camera_dropout
+            maps = maps * kept
         return {"feature_map": nn.functional.dropout(maps, self.dropout, self.training) if self.dropout else maps}
 
 
@@ -311,7 +323,8 @@ class Run:
         """ACT's backbone slot: the cached maps while training, the real backbone for a checkpoint and after;
         nothing to do without cameras (no backbone)."""
         if self.backbone is not None:
-            self.policy.model.backbone = CachedMaps(self.settings.map_dropout) if cached else self.backbone
+            cached_maps = CachedMaps(self.settings.map_dropout, self.settings.camera_dropout)
+            self.policy.model.backbone = cached_maps if cached else self.backbone
 
     def _backbone_name(self) -> str | None:
         return str(self.backbone_path.resolve()) if self.backbone_path is not None else None
@@ -511,6 +524,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--map-dropout", type=float, default=0.0, metavar="P",
                         help="dropout on the cached image maps while training (0: none, the recipe's); the "
                         "checkpoints run the backbone's maps whole")
+    parser.add_argument("--camera-dropout", type=float, default=0.0, metavar="P",
+                        help="while training, each sample's map of each camera zeroed whole with probability P (0: "
+                        "none, the recipe's): the policy also learns to act without the images; the checkpoints "
+                        "run every camera")
     parser.add_argument("--temporal-ensemble-coeff", type=float, default=None, metavar="C",
                         help="the checkpoints' config.json says ACT's temporal ensembling with C (n_action_steps 1): "
                         "how they then run in lerobot-eval, act-sim eval and the graph; training is the same "
@@ -528,7 +545,8 @@ def main(argv: list[str] | None = None) -> None:
                             seed=args.seed, use_environment_state=not args.no_environment_state,
                             use_cameras=not args.no_cameras,
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
-                            episodes=args.episodes, lr=args.lr, vae=args.vae, map_dropout=args.map_dropout)
+                            episodes=args.episodes, lr=args.lr, vae=args.vae, map_dropout=args.map_dropout,
+                            camera_dropout=args.camera_dropout)
         training_device(args.device)
         if args.temporal_ensemble_coeff is not None:
             checked_ensemble_coeff(args.temporal_ensemble_coeff)
