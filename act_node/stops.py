@@ -61,10 +61,26 @@ def launcher_environment() -> dict[str, str]:
     return {LAUNCHER_VARIABLE: str(os.getpid())}
 
 
+class LauncherGone(Exception):
+    """The launch process that started this node has already ended: the node should not start."""
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie, ended but not yet reaped by its parent, has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(") ", 1)[1][:1] not in ("Z", "X")
+    except (FileNotFoundError, IndexError):
+        return False
+
+
 def stop_with_launcher(environ=None) -> str | None:
-    """In a node started by a launch file (LAUNCHER_VARIABLE set): SIGTERM to this process when its parent dies,
-    and at once if the launcher is already gone. Returns what it did, for the node's log, or None (not launched
-    so, or not Linux). A value that is not a PID is named in a ValueError."""
+    """In a node started by a launch file (LAUNCHER_VARIABLE set): SIGTERM to this process when its parent dies.
+    Returns what it did, for the node's log, or None (not launched so, or not Linux). Raises LauncherGone if the
+    launcher ended before this (the kernel would send nothing then), ValueError naming a value that is not a PID.
+
+    The kernel watches the parent: the launcher itself, or a wrapper between them (ros2 launch's
+    --launch-prefix), which this says."""
     import ctypes
     import os
 
@@ -76,16 +92,14 @@ def stop_with_launcher(environ=None) -> str | None:
         launcher = int(value)
     except ValueError:
         raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a process ID (the launch file sets it)") from None
-    if launcher <= 1:
-        raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a launcher's process ID")
+    if launcher < 1:  # 1 is one: `ros2 launch` as a container's main process
+        raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a process ID (the launch file sets it)")
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
-    try:  # it may have died before the prctl: the kernel says nothing then
-        os.kill(launcher, 0)
-    except ProcessLookupError:
-        os.kill(os.getpid(), signal.SIGTERM)
-        return f"the launcher (PID {launcher}) is gone: stopping"
-    except PermissionError:  # alive, another user's
-        pass
-    return f"stops with its launcher (PID {launcher})"
+    parent = os.getppid()  # after the prctl: a launcher that dies from here on is signalled
+    if parent == launcher:
+        return f"stops with its launcher (PID {launcher})"
+    if not _running(launcher):
+        raise LauncherGone(f"its launcher (PID {launcher}) has ended: not starting")
+    return f"stops with its parent (PID {parent}), which the launcher (PID {launcher}) started"

@@ -163,18 +163,40 @@ def test_a_node_from_a_launch_file_stops_when_its_launcher_dies_by_a_signal(tmp_
             os.kill(node, signal.SIGKILL)
 
 
-def test_a_node_whose_launcher_is_already_gone_stops_and_a_bad_launcher_pid_is_refused(tmp_path):
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=str(gone.pid))
-    out, err = node.communicate(timeout=60)
-    assert node.returncode == 0, err
-    assert "cleaned up" in out, err
-    for bad in ("launcher", "1"):
+def test_a_node_whose_launcher_has_ended_does_not_start_and_a_bad_launcher_pid_is_refused(tmp_path):
+    """A launcher that ended before the node asked the kernel (reaped, or a zombie not yet reaped): the node exits 0
+    before it builds anything (an arm node would turn torque on). A live launcher that is not the node's parent (a
+    --launch-prefix wrapper between them) lets it start. PID 1 is a launcher (ros2 launch as a container's main
+    process); a value that is not a PID is refused."""
+    reaped = subprocess.Popen([sys.executable, "-c", "pass"])
+    reaped.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # ended, not waited for: a zombie
+    end = time.monotonic() + 30
+    while alive(zombie.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert os.path.exists(f"/proc/{zombie.pid}"), "the zombie was reaped"
+    for ended in (reaped.pid, zombie.pid):
+        node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=str(ended))
+        out, err = node.communicate(timeout=60)
+        assert node.returncode == 0, err
+        assert f"slow_node: its launcher (PID {ended}) has ended: not starting" in err
+        assert "spinning" not in out  # not built
+    zombie.wait()
+    wrapper_case = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    for value in (str(wrapper_case.pid), "1"):
+        node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=value)
+        try:
+            assert node.stdout.readline().strip() == "spinning", node.stderr.read()
+        finally:
+            node.send_signal(signal.SIGINT)
+            node.communicate(timeout=30)
+    wrapper_case.kill()
+    wrapper_case.wait()
+    for bad in ("launcher", "0", "-5"):
         node = start_slow_node(tmp_path, "idle", ACT_NODE_LAUNCHER_PID=bad)
         out, err = node.communicate(timeout=60)
         assert node.returncode == 2, err
-        assert f"slow_node: refusing to start: ACT_NODE_LAUNCHER_PID={bad!r} is not" in err
+        assert f"slow_node: refusing to start: ACT_NODE_LAUNCHER_PID={bad!r} is not a process ID" in err
         assert "spinning" not in out
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
+from act_node.stops import LAUNCHER_VARIABLE
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
@@ -341,6 +342,7 @@ class _Processes:
     def start(self, spec: NodeSpec) -> None:
         command = [sys.executable, "-m", spec.module, *ros_arguments(spec)]
         environment = {**os.environ, **profile_environment()}  # large camera frames arrive whole (act_node.dds)
+        environment.pop(LAUNCHER_VARIABLE, None)  # a launch file's, inherited: these nodes die with act-sim instead
         self.running = [(name, process) for name, process in self.running if name != spec.name]
         self.running.append((spec.name, subprocess.Popen(command, env=environment,
                                                          preexec_fn=self._kill_with_parent)))

@@ -45,7 +45,7 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from act_node.stops import STOP_SIGNALS, stop_with_launcher
+from act_node.stops import STOP_SIGNALS, LauncherGone, stop_with_launcher
 
 REFUSED = 2  # exit code for a node that refused to start: a bad parameter, a missing or wrong checkpoint
 FAILED = 1  # exit code for a bug
@@ -115,6 +115,9 @@ def run(make_node: Callable[[], Node], label: str, args: list[str] | None = None
     signals = StopSignals()
     try:  # started by a launch file: SIGTERM when the launcher dies (act_node.stops says why)
         following = stop_with_launcher()
+    except LauncherGone as gone:  # before anything starts: an arm node would turn torque on first
+        print(f"{label}: {gone}", file=sys.stderr)
+        _exit(0)
     except (ValueError, OSError) as error:
         print(f"{label}: refusing to start: {error}", file=sys.stderr)
         _exit(REFUSED)

@@ -71,8 +71,8 @@ class Settings:
     # (results/act_cameras): a regularizer of the image path, measured there
     map_dropout: float = 0.0
     # the whole of a camera's map zeroed for a training sample with this probability, each camera on its own (no
-    # rescaling): the policy must also act from the joints and target alone, with the images on top; at inference
-    # every camera's maps go in, as with map_dropout
+    # rescaling): the policy must also act with that camera's tokens empty (the projection's bias and positions
+    # only), the images on top; at inference every camera's maps go in, as with map_dropout
     camera_dropout: float = 0.0
 
     def __post_init__(self):
