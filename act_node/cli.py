@@ -412,7 +412,8 @@ def cmd_recipe(args: argparse.Namespace) -> None:
             save_every=args.save_every, batch_size=args.batch_size, curve_every=args.curve_every,
             curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
             encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes,
-            environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff))
+            environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff),
+            map_dropout=args.map_dropout)
         if args.temporal_ensemble_coeff is not None and args.temporal_ensemble_coeff.lower() == "none":
             settings = replace(settings, ensemble_coeff=None)  # chunks of n_action_steps
         state = Recipe(Path(args.out), settings).run(only=args.stage)
@@ -641,6 +642,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="observation.environment_state (act-sim record --environment-state): cameras "
                         "target_tool (default) or target; yaw target_tool_yaw only")
     recipe.add_argument("--device", default=None, help="where the ACT stage trains: cpu (default) or cuda[:N]")
+    recipe.add_argument("--map-dropout", type=float, default=None, metavar="P",
+                        help="dropout on the cached image maps while the camera ACT trains (0.5; 0: none, as the "
+                        "recipe's first runs)")
     recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (10)")
     recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
     recipe.add_argument("--eval-episodes", type=int, default=None,

@@ -1,6 +1,7 @@
 """The camera recipe's cache and ACT stages: the maps are the backbone's, the checkpoint LeRobot loads is the
 policy that trained on them, a stopped run resumes to the same weights, and the recipe skips what is done."""
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -344,6 +345,9 @@ def test_the_recipe_runs_what_is_missing(tmp_path):
     assert recipe.cache_state() == "done" and recipe.command("cache") is None
     act = recipe.command("act")
     assert act[act.index("--steps") + 1] == "10" and act[act.index("--average-last") + 1] == "3"
+    assert "--map-dropout" not in act  # RecipeSettings' own default: an older folder's runs had none
+    dropping = Recipe(tmp_path, dataclasses.replace(recipe.settings, map_dropout=0.5), python="python").command("act")
+    assert dropping[dropping.index("--map-dropout") + 1] == "0.5"
     (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model").mkdir(parents=True)
     (tmp_path / "act" / "checkpoints" / "000010" / "pretrained_model" / "config.json").write_text("{}")
     assert recipe.command("act") == act  # trained, not yet averaged: the same command, which then averages
@@ -671,11 +675,13 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
             cameras.save_every, cameras.ensemble_coeff, cameras.environment_layout) == \
         ("cameras", 360, 0, 40_000, 64, 1_000, 0.01, "target_tool")
     assert yaw.environment_layout == "target_tool_yaw"
+    assert (cameras.map_dropout, yaw.map_dropout) == (0.5, 0.0)  # results/act_cameras, "Dropout on the image maps"
     # the camera recipe's first run (results/act_cameras), as its README gives it
     cli.main(["recipe", "--out", str(tmp_path), "--episodes", "240", "--recovery-episodes", "120", "--steps", "30000",
               "--batch-size", "8", "--save-every", "2500", "--curve-every", "2", "--temporal-ensemble-coeff", "none",
-              "--environment-layout", "target"])
+              "--environment-layout", "target", "--map-dropout", "0"])
     first = seen[3]
+    assert first.map_dropout == 0.0
     assert (first.episodes, first.recovery_episodes, first.steps, first.batch_size, first.save_every,
             first.curve_every, first.ensemble_coeff, first.environment_layout) == \
         (240, 120, 30_000, 8, 2_500, 2, None, "target")
@@ -686,7 +692,9 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
                          (["--environment-layout", "target_tool_yaw"],
                           "--environment-layout target_tool_yaw: the cameras recipe records target_tool or target"),
                          (["--kind", "yaw", "--environment-layout", "target_tool"],
-                          "--environment-layout target_tool: the yaw recipe records target_tool_yaw")):
+                          "--environment-layout target_tool: the yaw recipe records target_tool_yaw"),
+                         (["--map-dropout", "1"], r"--map-dropout must be in \[0, 1\), got 1.0"),
+                         (["--kind", "yaw", "--map-dropout", "0.5"], "the yaw recipe's ACT takes no image")):
         with pytest.raises(SystemExit, match=message):
             cli.main(["recipe", "--out", str(tmp_path), *bad])
     assert len(seen) == 5
