@@ -54,6 +54,20 @@ LAUNCHER_VARIABLE = "ACT_NODE_LAUNCHER_PID"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+def parent_death_signal():
+    """A function that asks the kernel for SIGTERM to the calling process when its parent dies, even by SIGKILL
+    (prctl PR_SET_PDEATHSIG; it returns prctl's result, 0 on success). prctl is looked up here, so the function
+    is also safe as a forked child's preexec_fn (`act-sim launch`, graph.py)."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def die_with_parent() -> int:
+        return prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    return die_with_parent
+
+
 def launcher_environment() -> dict[str, str]:
     """What a launch file adds to each node's environment: this (the launch) process's PID."""
     import os
@@ -94,8 +108,7 @@ def stop_with_launcher(environ=None) -> str | None:
         raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a process ID (the launch file sets it)") from None
     if launcher < 1:  # 1 is one: `ros2 launch` as a container's main process
         raise ValueError(f"{LAUNCHER_VARIABLE}={value!r} is not a process ID (the launch file sets it)")
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+    if parent_death_signal()() != 0:
         raise OSError(ctypes.get_errno(), f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
     parent = os.getppid()  # after the prctl: a launcher that dies from here on is signalled
     if parent == launcher:

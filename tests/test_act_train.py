@@ -851,6 +851,25 @@ def test_a_refused_recipe_leaves_its_folder_as_it_was(tmp_path):
         today.command("record")
 
 
+def _trained_with_dropout(tiny_dataset, cache, backbone, tmp_path, **dropout: float):
+    """Two steps without and with `dropout` (a Settings field) from the same seed: the weights must differ, the
+    checkpoint's act_node_training.json pins the value and a resume without it is refused. Returns the plain run's
+    weights and the dropout run's checkpoint folder."""
+    (name, value), = dropout.items()
+    plain = Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2))
+    plain.train(progress=False)
+    dropped = Run(tiny_dataset, cache, backbone, tmp_path / "dropped",
+                  Settings(steps=2, batch_size=2, save_every=2, **dropout))
+    dropped.train(progress=False)
+    a, b = _weights(plain), _weights(dropped)
+    assert any(not torch.equal(a[key], b[key]) for key in a), f"the same seed trained the same: no {name} applied"
+    model = tmp_path / "dropped" / "checkpoints" / "000002" / "pretrained_model"
+    assert json.loads((model / "act_node_training.json").read_text())[name] == value
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "dropped", Settings(steps=4, batch_size=2, save_every=2))
+    return a, model
+
+
 def test_map_dropout_drops_the_cached_maps_in_training_only_and_is_pinned(tiny_dataset, backbone, cache, tmp_path):
     """--map-dropout P: the cached maps go into ACT's image projection with dropout while training; a checkpoint runs
     the real backbone's maps whole; the run pins P (a resume with another is refused) and a bad P is refused."""
@@ -864,20 +883,11 @@ def test_map_dropout_drops_the_cached_maps_in_training_only_and_is_pinned(tiny_d
     assert torch.equal(dropping.eval()(maps)["feature_map"], maps)
     assert torch.equal(CachedMaps()(maps)["feature_map"], maps)
 
-    plain = Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2))
-    plain.train(progress=False)
-    dropped = Run(tiny_dataset, cache, backbone, tmp_path / "dropped",
-                  Settings(steps=2, batch_size=2, save_every=2, map_dropout=0.5))
-    dropped.train(progress=False)
-    a, b = _weights(plain), _weights(dropped)
+    a, model = _trained_with_dropout(tiny_dataset, cache, backbone, tmp_path, map_dropout=0.5)
     projection = [key for key in a if "input_proj" in key or "backbone" in key]
-    assert any(not torch.equal(a[key], b[key]) for key in a), "the same seed trained the same: no dropout applied"
-    model = tmp_path / "dropped" / "checkpoints" / "000002" / "pretrained_model"
     saved = load_file(str(model / "model.safetensors"))
     assert all(torch.equal(saved[key], value) for key, value in load_file(str(backbone)).items())  # the real one
-    assert projection and json.loads((model / "act_node_training.json").read_text())["map_dropout"] == 0.5
-    with pytest.raises(SystemExit, match="other settings"):
-        Run(tiny_dataset, cache, backbone, tmp_path / "dropped", Settings(steps=4, batch_size=2, save_every=2))
+    assert projection
     for bad in (1.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="--map-dropout"):
             Settings(map_dropout=bad)
@@ -897,17 +907,7 @@ def test_camera_dropout_zeroes_whole_maps_per_sample_in_training_only_and_is_pin
     assert torch.equal(seen[~whole], maps[~whole])  # the rest whole and unscaled
     assert torch.equal(CachedMaps(camera_dropout=0.5).eval()(maps)["feature_map"], maps)
 
-    plain = Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2))
-    plain.train(progress=False)
-    dropped = Run(tiny_dataset, cache, backbone, tmp_path / "dropped",
-                  Settings(steps=2, batch_size=2, save_every=2, camera_dropout=0.9))
-    dropped.train(progress=False)
-    a, b = _weights(plain), _weights(dropped)
-    assert any(not torch.equal(a[key], b[key]) for key in a), "the same seed trained the same: no camera dropped"
-    model = tmp_path / "dropped" / "checkpoints" / "000002" / "pretrained_model"
-    assert json.loads((model / "act_node_training.json").read_text())["camera_dropout"] == 0.9
-    with pytest.raises(SystemExit, match="other settings"):
-        Run(tiny_dataset, cache, backbone, tmp_path / "dropped", Settings(steps=4, batch_size=2, save_every=2))
+    _trained_with_dropout(tiny_dataset, cache, backbone, tmp_path, camera_dropout=0.9)
     for bad in (1.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="--camera-dropout"):
             Settings(camera_dropout=bad)

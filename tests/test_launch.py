@@ -60,13 +60,17 @@ run(SlowCleanup, "slow_node", ["--ros-args", "-r", "__node:=slow_cleanup"])
 '''
 
 
+def slow_node_environment(**variables: str) -> dict[str, str]:
+    """The slow node's environment: this package importable, the test run's second domain, and `variables`."""
+    return {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **variables}
+
+
 def start_slow_node(tmp_path, mode: str, **variables: str) -> subprocess.Popen:
     script = tmp_path / "slow_node.py"
     script.write_text(SLOW_NODE)
-    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **variables}
     return subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=slow_node_environment(**variables))
 
 
 @pytest.mark.parametrize("mode", ["idle", "busy"])
@@ -137,10 +141,8 @@ def test_a_node_from_a_launch_file_stops_when_its_launcher_dies_by_a_signal(tmp_
     (tmp_path / "slow_node.py").write_text(SLOW_NODE)
     (tmp_path / "launcher.py").write_text(LAUNCHER)
     log = tmp_path / "node.log"
-    env = {**os.environ, "ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 1),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     launcher = subprocess.Popen([sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "slow_node.py"), how,
-                                 str(log)], stdout=subprocess.PIPE, text=True, env=env)
+                                 str(log)], stdout=subprocess.PIPE, text=True, env=slow_node_environment())
     node = int(launcher.stdout.readline())
     try:
         end = time.monotonic() + 60

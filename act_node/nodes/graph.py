@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
-from act_node.stops import LAUNCHER_VARIABLE
+from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
@@ -333,7 +333,7 @@ class _Processes:
         self.respawn_at: dict[str, float] = {}  # name -> when it starts again
         self.respawns = 0
         self.sim_lost = False  # the sim killed under respawn:=true: the others wait for one
-        self._kill_with_parent = _parent_death_signal() if sys.platform == "linux" else None
+        self._kill_with_parent = parent_death_signal() if sys.platform == "linux" else None
 
     def on_signal(self, number: int, _frame) -> None:
         if self.received is None:
@@ -412,19 +412,6 @@ class _Processes:
 SIM_LOST = ("the sim node {how} (respawn:=true): it is not restarted (its episodes would start again from "
             "first_seed); the other nodes keep running and wait for a sim: start one in this graph's domain and "
             "namespace (ros2 run act_node act_sim_node, with the episodes still wanted), or stop the graph (Ctrl-C)")
-
-
-def _parent_death_signal():
-    """A preexec_fn for a node's process: SIGTERM to the node when its parent dies, even by SIGKILL."""
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here, not in the forked child
-    pr_set_pdeathsig = 1  # <linux/prctl.h>
-
-    def die_with_parent() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-
-    return die_with_parent
 
 
 def _say(text: str) -> None:

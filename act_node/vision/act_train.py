@@ -78,11 +78,9 @@ class Settings:
     def __post_init__(self):
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
-        if not (math.isfinite(self.map_dropout) and 0.0 <= self.map_dropout < 1.0):
-            raise ValueError(f"--map-dropout must be in [0, 1), got {self.map_dropout}")
-        if not (math.isfinite(self.camera_dropout) and 0.0 <= self.camera_dropout < 1.0):
-            raise ValueError(f"--camera-dropout must be in [0, 1), got {self.camera_dropout}")
         for name, value in (("--map-dropout", self.map_dropout), ("--camera-dropout", self.camera_dropout)):
+            if not (math.isfinite(value) and 0.0 <= value < 1.0):
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
             if value and not self.use_cameras:
                 raise ValueError(f"{name} drops the image maps: an image-less run (--no-cameras) has none")
 
