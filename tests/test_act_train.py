@@ -434,10 +434,16 @@ def test_a_camera_run_starts_from_the_image_less_one_of_the_same_data(tiny_datas
         (other / file.name).write_bytes(file.read_bytes())
     stats_file = next(other.glob("policy_preprocessor_step_*_normalizer_processor.safetensors"))
     stats = load_file(str(stats_file))
-    stats["action.mean"] = stats["action.mean"] + 0.1
-    save_file(stats, str(stats_file))
-    with pytest.raises(ValueError, match="action.mean is not this dataset's"):
-        Run(tiny_dataset, cache, backbone, tmp_path / "wrong", Settings(steps=2, init_from=str(other)))
+    # the same episodes recorded on another machine: float rounding, a ten-thousandth of a std, is the same data
+    rounded = dict(stats, **{"action.mean": stats["action.mean"] + 1e-4 * stats["action.std"]})
+    save_file(rounded, str(stats_file))
+    rerecorded = Run(tiny_dataset, cache, backbone, tmp_path / "rounded", Settings(steps=2, init_from=str(other)))
+    assert rerecorded.warm_started
+    for key, shift in (("action.mean", 0.1), ("action.std", 0.01 * stats["action.std"]),
+                       ("action.mean", 2e-3 * stats["action.std"])):
+        save_file(dict(stats, **{key: stats[key] + shift}), str(stats_file))
+        with pytest.raises(ValueError, match=key.replace(".", r"\.") + " is not this dataset's"):
+            Run(tiny_dataset, cache, backbone, tmp_path / "wrong", Settings(steps=2, init_from=str(other)))
     with pytest.raises(FileNotFoundError, match="no model.safetensors"):
         Run(tiny_dataset, cache, backbone, tmp_path / "none", Settings(steps=2, init_from=str(tmp_path)))
 
