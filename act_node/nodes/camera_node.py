@@ -1,6 +1,9 @@
 """Camera node (`act_camera_node`): one camera through LeRobot's OpenCV camera (`lerobot.cameras.opencv`), as
-`camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, stamped on wall time at
-the read.
+`camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, each frame stamped with its
+capture time: the wall time OpenCV's grab returned it, on LeRobot's read thread. The node publishes the newest
+frame captured on a timer of its own at `fps`, each frame once: the camera runs on its own clock, and a
+subscriber matches frames to joint states by these stamps (act_node.observation.FrameBounds), not by when they
+arrive.
 
 Any other ROS camera driver (usb_cam, v4l2_camera) can stand in for it: remap its topics onto the policy
 node's. With `checkpoint` set, the frame size must be the one the checkpoint was trained on for this camera:
@@ -9,6 +12,7 @@ a different size is refused at start with both sizes named, or resized when `res
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -22,7 +26,10 @@ from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
+from act_node.observation import FrameAge
 from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+
+STALE_FRAME_MS = 500  # a newest frame older than this is no frame: the camera hangs (LeRobot's read_latest default)
 
 
 def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
@@ -52,6 +59,32 @@ CAMERA_PARAMETERS = (
 )
 
 
+class Captured(np.ndarray):
+    """A frame (H, W, 3) that carries `stamp_s`: the wall time its grab returned."""
+
+    stamp_s: float = math.nan
+
+
+def capturing_camera(config):
+    """LeRobot's OpenCVCamera whose read thread stamps each frame with the wall time the grab returned (LeRobot's
+    own `latest_timestamp` is taken after the colour conversion, on the perf_counter clock)."""
+    from lerobot.cameras.opencv import OpenCVCamera
+
+    class CapturingCamera(OpenCVCamera):
+        def _read_from_hardware(self):
+            frame = super()._read_from_hardware()
+            self._grabbed_s = time.time()
+            return frame
+
+        def _postprocess_image(self, image):
+            # both on the read thread, one after the other: the stamp is this frame's grab
+            frame = super()._postprocess_image(image).view(Captured)
+            frame.stamp_s = self._grabbed_s
+            return frame
+
+    return CapturingCamera(config)
+
+
 class CameraNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_camera", **node_options)
@@ -77,6 +110,8 @@ class CameraNode(Node):
         self.info_pub = self.create_publisher(CameraInfo, f"camera/{self.name}/camera_info", SENSOR)
         self.published = 0
         self.read_failures, self.last_error = 0, ""
+        self.last_stamp_s = -math.inf  # the newest frame published: each is published once
+        self.ages = FrameAge()  # how long after its grab each frame went out
         self.fps = float(values["fps"])
         self._window = (time.monotonic(), 0)  # wall time and frames at the last report
         self.diagnostics = Diagnostics(self, f"camera {self.name}", self.fill_diagnostics, str(values["device"]))
@@ -85,24 +120,30 @@ class CameraNode(Node):
                                + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
 
     def _open(self, device: str, width: int, height: int, fps: float):
-        from lerobot.cameras.opencv import OpenCVCamera, OpenCVCameraConfig
+        from lerobot.cameras.opencv import OpenCVCameraConfig
 
         source = int(device) if device.isdigit() else Path(device)
         config = OpenCVCameraConfig(index_or_path=source, width=width or None, height=height or None,
                                     fps=None if not (width and height) else int(fps))
-        camera = OpenCVCamera(config)
+        camera = capturing_camera(config)
         camera.connect()  # ConnectionError names the device: the runner says why and exits 2
         return camera
 
     def publish_frame(self) -> None:
+        """The newest frame captured, stamped with its capture time, unless it went out already."""
         try:
-            frame = self.camera.async_read(timeout_ms=200)
+            frame = self.camera.read_latest(max_age_ms=STALE_FRAME_MS)
         except (TimeoutError, RuntimeError) as error:
             self.read_failures += 1
             self.last_error = str(error)
             self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
             return
-        stamp = time.time()
+        stamp = float(getattr(frame, "stamp_s", math.nan))
+        if not stamp > self.last_stamp_s:  # no new frame since the last tick (a camera slower than fps)
+            return
+        self.last_stamp_s = stamp
+        self.ages.add(time.time() - stamp)
+        frame = np.asarray(frame)
         if self.resize_from is not None:
             import cv2
 
@@ -123,6 +164,8 @@ class CameraNode(Node):
         elif rate < 0.9 * self.fps:
             report.warn(f"publishing at {rate:.1f} Hz, below {self.fps:g} fps")
         report.update({"frames_published": self.published, "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
+                       "capture_to_publish_mean_ms": f"{self.ages.mean_s * 1e3:.1f}",
+                       "capture_to_publish_max_ms": f"{self.ages.max_s * 1e3:.1f}",
                        "size": f"{self.size[0]}x{self.size[1]}", "resized": self.resize_from is not None,
                        "read_failures": self.read_failures, "last_error": self.last_error})
 

@@ -1,6 +1,8 @@
 """Policy node: camera images + joint states (+ the target) -> one ACT action chunk per answered observation.
 
-Observations are matched by header stamps (within `skew_s`), never by arrival order. In `every_n` mode
+Observations are matched by header stamps, never by arrival order: each joint state takes each camera's newest
+frame not stamped after it (beyond `skew_s`) nor older than `frame_max_age` of that camera's periods
+(act_node.observation.FrameBounds; 0: only frames of its own stamp, the sim's). In `every_n` mode
 (the default, and what the sim and arm graphs run) it answers one observation in each block of `replan_every`
 ticks from the episode's start, the block's first it has (lockstep: the sim waits for exactly those); in
 `latest` mode it answers the newest complete observation whenever it is free. Chunks go out in radians,
@@ -62,7 +64,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher, build_observation, requested_kind
+from act_node.observation import FRAME_MAX_AGE, FrameAges, ObservationMatcher, build_observation, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 POLICY_PARAMETERS = (
@@ -73,8 +75,12 @@ POLICY_PARAMETERS = (
          "camera/<name>/image_raw"),
     Spec("joint_names", list(so101.JOINT_NAMES), "joint_states names in the checkpoint's state order"),
     Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
-    Spec("skew_s", 0.01, "seconds by which images and joints of one observation may differ in stamp", low=0.0,
-         high=1.0),
+    Spec("skew_s", 0.01, "seconds within which stamps count as one instant: a camera frame stamped up to this much "
+         "after the joint states may be theirs (the clocks' jitter)", low=0.0, high=1.0),
+    Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a joint state takes, in that camera's periods "
+         "(measured from its frames' stamps) before the joint states' stamp, beyond skew_s: each joint state takes "
+         "each camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the joint "
+         "states' own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
     Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, the checkpoint's "
          "n_action_steps (the sim under both clocks, an arm); latest: the newest whenever free",
          choices=("every_n", "latest")),
@@ -191,7 +197,11 @@ class PolicyNode(Node):
                 if self.image_sizes.setdefault(camera, READER_IMAGE_SIZE) != READER_IMAGE_SIZE:
                     raise ValueError(f"checkpoint {checkpoint} takes camera {camera!r} at "
                                      f"{self.image_sizes[camera]}, but its yaw reader reads it at {READER_IMAGE_SIZE}")
-        self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
+        self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s, max_age=float(values["frame_max_age"]),
+                                          period_s=1.0 / self.fps)
+        # each joint state's match once the next one came (how old each camera's frame was, or none), and the
+        # frames of the observations answered
+        self.ticks, self.answered_ages = FrameAges(), FrameAges()
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
@@ -286,6 +296,10 @@ class PolicyNode(Node):
             if jumped:
                 back = self._newest_joints_s - stamp
                 self._restart_locked(stamp)
+            if self.episode_start_s is not None and stamp > self._newest_joints_s > -math.inf:
+                # the joint state before this one is past: which frames it matched, by now
+                for camera, part in self.matcher.match(self._newest_joints_s).items():
+                    self.ticks.add(camera, None if part is None else self._newest_joints_s - part[0])
             self._newest_joints_s = max(self._newest_joints_s, stamp)
             answer = self.answer if self.answer is not None and self.answer[0] == stamp else None
             if answer is None:
@@ -538,6 +552,8 @@ class PolicyNode(Node):
                 self.get_logger().info(f"answering again from t={stamp:.3f} s (after: {self._onset})")
                 self._onset = None
             self.answered_s, self._answered_in_run = stamp, True
+            for camera, part in self.matcher.match(stamp).items():
+                self.answered_ages.add(camera, stamp - part[0])
             due = (stamp, parts, self.task, target, self.episode_start_s, self._runs)
         if reset:
             self.policy.reset()
@@ -570,27 +586,27 @@ class PolicyNode(Node):
         waited = now - self._waiting_since
         silent = {source: now - self._heard.get(source, self._run_since) for source in ("joints", *self.cameras)}
         problem = None
-        for camera, offset in self.matcher.offsets(stamp).items():
+        for camera, offset in self.matcher.misses(stamp).items():  # the cameras with no frame for it
             ahead = (self.matcher.newest_stamp(camera) or stamp) - stamp  # its newest frame: after the joint states?
-            if (offset is None or abs(offset) > self.matcher.skew_s) and ahead > self.ahead_s \
-                    and silent["joints"] <= self.stale_s:
+            if ahead > self.ahead_s and silent["joints"] <= self.stale_s:
                 problem = (f"{camera} ahead", f"camera {camera}'s newest frames are stamped {ahead:.3f} s ahead of "
                            f"the joint states of t={stamp:.3f} s")
                 self.matcher.forget(lambda at, limit=stamp + self.ahead_s: at > limit, camera)  # impossible
                 break
-            if waited <= self.stale_s or (offset is not None and abs(offset) <= self.matcher.skew_s):
+            if waited <= self.stale_s:
                 continue
             if offset is not None and offset > 0 and silent["joints"] > self.stale_s:  # frames after, joints silent
                 problem = ("joint_states stale", f"no joint states for {silent['joints']:.1f} s")
-            elif offset is None or offset > 0 or offset < -self.stale_s or silent[camera] > self.stale_s:
-                # no frame of this stamp: none at all, only later ones (it was silent then), or only older ones
-                nearest = "no frame" if offset is None else \
-                    f"its nearest frame {abs(offset):.3f} s {'after' if offset > 0 else 'before'}"
+            else:  # none at all, only later ones (it was silent then), or only ones older than the bound
+                period = self.matcher.period_s(camera)
+                bound = (f"older than its bound of {self.matcher.oldest_s(camera):.3f} s: skew_s and frame_max_age "
+                         f"{self.matcher.bounds.max_age:g} periods" + (f" of {period * 1e3:.0f} ms" if period else ""))
+                nearest = "no frame" if offset is None else f"its nearest frame {offset:.3f} s after" if offset > 0 \
+                    else f"its newest frame {-offset:.3f} s before, {bound}"
                 how = f"silent for {silent[camera]:.1f} s" if silent[camera] > self.stale_s else \
-                    "publishing, but no frame of this stamp"
+                    "publishing, but no frame for them"
                 problem = (f"{camera} stale", f"camera {camera} {how} ({nearest} the joint states of t={stamp:.3f} s)")
-            if problem is not None:
-                break
+            break
         if problem is not None:
             self._refuse_locked(stamp, *problem)
 
@@ -618,6 +634,11 @@ class PolicyNode(Node):
                       for source in ("joints", *self.cameras)}
             waiting = self._waiting_since is not None and now - self._waiting_since > self.stale_s
             target = self._waiting_for_target
+            self.ticks.bounds = self.answered_ages.bounds = {  # as measured now
+                camera: (self.matcher.period_s(camera) or math.nan, self.matcher.oldest_s(camera))
+                for camera in self.cameras}
+            ticks, answered = self.ticks.report("frames."), self.answered_ages.report("answered.")
+            unmatched = self.ticks.unmatched()
         names = {"joints": "joint_states", **{c: f"camera/{c}" for c in self.cameras}}
         stale = [names[s] for s, quiet in silent.items() if run is not None and (quiet is None or quiet > self.stale_s)
                  and (s == "joints" or waiting)]
@@ -632,6 +653,9 @@ class PolicyNode(Node):
             report.warn(f"stale inputs: {', '.join(stale)}")
         if jumped:
             report.warn("the time jumped back: the run's state was reset")
+        missed = self.diagnostics.recent("unmatched", unmatched)
+        if missed:
+            report.warn(f"{missed:g} joint states recently matched no frame of a camera (frames.<camera>.unmatched)")
         if target:
             report.warn("waiting for target/point")
         mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
@@ -648,6 +672,8 @@ class PolicyNode(Node):
         })
         for source, quiet in silent.items():
             report.add(f"{names[source]}.silent_s", "never heard" if quiet is None else f"{quiet:.2f}")
+        # each joint state's frames once it was past (frames.*) and those of the observations answered (answered.*)
+        report.update({**ticks, **answered})
 
     def _publish(self, chunk_rad: np.ndarray, stamp: float, started: float) -> None:
         """The chunk (chunk_size, 6) radians out, answering the observation of `stamp`, with its latency and path."""
