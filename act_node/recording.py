@@ -375,8 +375,9 @@ class Recorder:
             if episode is None:
                 return None
             episode.end, episode.deadline = how, self.clock() + self.settings.end_wait_s
-            if how == "stop":
+            if how == "stop" and at_s is not None:  # its ticks end there: a command after it is nobody's
                 episode.stop_s = at_s
+                episode.matcher.commands = deque(item for item in episode.matcher.commands if item[0] <= at_s)
         return episode.outcome
 
     # --- writing (one thread) ------------------------------------------------------------------------------
