@@ -39,6 +39,7 @@ class PacedCapture:
         if not ok:
             self.inner.set(self.cv2.CAP_PROP_POS_FRAMES, 0)
             ok, frame = self.inner.read()
+        GRABS.append(time.time())  # the wall time this grab returned
         return ok, frame
 
     def __getattr__(self, name):
@@ -46,6 +47,7 @@ class PacedCapture:
 
 
 REAL_CAPTURE: list = []
+GRABS: list[float] = []
 
 
 @pytest.fixture(autouse=True)
@@ -119,3 +121,16 @@ def test_or_resized_when_asked(ros, video, tmp_path):
     images, infos = collect(ros, node)
     assert image_array(images[-1]).shape == (96, 128, 3)
     assert (infos[-1].height, infos[-1].width) == (96, 128)
+
+
+def test_each_frame_goes_out_once_stamped_with_the_time_its_grab_returned(ros, video):
+    """Not the time the node's timer published it: a subscriber matches frames to joint states by these stamps."""
+    from act_node.nodes.messages import seconds_of
+
+    GRABS.clear()
+    images, _ = collect(ros, camera_node(video, fps=30.0))
+    stamps = [seconds_of(image.header.stamp) for image in images]
+    assert len(set(stamps)) == len(stamps), "a frame published twice"
+    for stamp in stamps:
+        grab = min(GRABS, key=lambda at: abs(at - stamp))
+        assert abs(grab - stamp) < 0.002, f"stamped {stamp - grab:+.4f} s from its grab"
