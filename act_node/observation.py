@@ -10,9 +10,11 @@ takes each camera's newest frame stamped in
     [t - skew_s - frame_max_age * the camera's period,  t + skew_s]
 
 that is, not from the tick's future beyond skew_s (the clocks' jitter) and not older than a bound tied to that
-camera's period, measured from its frames' stamps (the median gap of its last frames): a camera at 15 fps may give
-a tick a frame twice as old as one at 30 fps. It is LeRobot's rule (`OpenCVCamera.read_latest(max_age_ms)`, read
-by the SO follower's get_observation each tick), with the age in periods of each camera instead of one time.
+camera's period (1 / its frames a second, as given: `camera_fps`): a camera at 15 fps may give a tick a frame twice
+as old as one at 30 fps. It is LeRobot's rule (`OpenCVCamera.read_latest(max_age_ms)`, read by the SO follower's
+get_observation each tick), with the age in periods of each camera instead of one time. The period is the one given,
+not one measured from the frames: a camera that slows down (a webcam's auto exposure halving its rate in dim light)
+is reported (its measured period, on /diagnostics), not accommodated.
 Cameras on their own clocks (an arm's) are never in phase with the joint states: their frames are stamped when
 captured, and the newest one is as good as it gets. `frame_max_age` 0 leaves only frames of the tick's own stamp
 (within skew_s): the sim's, whose streams all carry the tick's stamp (lockstep and realtime), match exactly.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,33 +109,47 @@ class StampedFrames:
 @dataclass(frozen=True)
 class FrameBounds:
     """Which frame of a camera a tick stamped t takes: its newest frame stamped in [t - skew_s - max_age * period,
-    t + skew_s] (the module's docstring). `max_age` in the camera's periods, measured from its frames' stamps;
-    `period_s` stands in for it until a camera has given two frames. max_age 0: only frames of the tick's stamp."""
+    t + skew_s] (the module's docstring), `max_age` in the camera's periods (0: only frames of the tick's stamp)."""
 
     skew_s: float
     max_age: float = 0.0
-    period_s: float = 1 / 30
 
     def __post_init__(self):
-        if not (self.skew_s >= 0 and self.max_age >= 0 and self.period_s > 0):
-            raise ValueError(f"skew_s must be >= 0, frame_max_age >= 0 and the period > 0, got skew_s {self.skew_s}, "
-                             f"frame_max_age {self.max_age}, period {self.period_s}")
+        if not (self.skew_s >= 0 and self.max_age >= 0):
+            raise ValueError(f"skew_s and frame_max_age must be >= 0, got {self.skew_s} and {self.max_age}")
 
-    def period_of(self, frames: StampedFrames) -> float:
-        return frames.period_s() or self.period_s
+    def oldest_s(self, period_s: float) -> float:
+        """How long before a tick a frame of a camera of this period may be stamped and still be the tick's, s."""
+        return self.skew_s + self.max_age * period_s
 
-    def oldest_s(self, frames: StampedFrames) -> float:
-        """How long before a tick a frame of this camera may be stamped and still be the tick's, seconds."""
-        return self.skew_s + self.max_age * self.period_of(frames)
-
-    def pick(self, frames: StampedFrames, stamp_s: float) -> tuple[float, object] | None:
-        """The (stamp, frame) a tick at `stamp_s` takes from `frames`, or None."""
-        return frames.newest_in(stamp_s - self.oldest_s(frames), stamp_s + self.skew_s)
+    def pick(self, frames: StampedFrames, stamp_s: float, period_s: float) -> tuple[float, object] | None:
+        """The (stamp, frame) a tick at `stamp_s` takes from `frames` (a camera of `period_s`), or None."""
+        return frames.newest_in(stamp_s - self.oldest_s(period_s), stamp_s + self.skew_s)
 
     def settled(self, frames: StampedFrames, stamp_s: float, picked: tuple[float, object] | None) -> bool:
         """Whether no later message can change the pick: the camera has shown a frame after the tick's window
         (its frames come in order), or the pick has the tick's own stamp."""
         return frames.after(stamp_s + self.skew_s) or (picked is not None and abs(picked[0] - stamp_s) <= self.skew_s)
+
+
+def camera_periods(cameras: list[str], periods: Mapping[str, float] | float) -> dict[str, float]:
+    """{camera: period in seconds} from one period for all or one each; ValueError naming a missing or bad one."""
+    given = dict.fromkeys(cameras, periods) if isinstance(periods, (int, float)) else dict(periods)
+    bad = {camera: given.get(camera) for camera in cameras if not 0 < given.get(camera, 0) < math.inf}
+    if bad:
+        raise ValueError(f"every camera needs a period > 0 s (1 / its frames a second); got {bad}")
+    return {camera: float(given[camera]) for camera in cameras}
+
+
+def periods_of_rates(cameras: list[str], rates: list[float], fps: float, what: str = "camera_fps") -> dict[str, float]:
+    """Each camera's period from `rates` (frames a second, one per camera in `cameras`' order; empty: `fps` for
+    all). ValueError naming what is wrong."""
+    if not rates:
+        rates = [fps] * len(cameras)
+    if len(rates) != len(cameras) or not all(0 < rate < math.inf for rate in rates):
+        raise ValueError(f"{what} must give one rate > 0 (frames a second) per camera of {list(cameras)}, got "
+                         f"{list(rates)}")
+    return {camera: 1.0 / float(rate) for camera, rate in zip(cameras, rates)}
 
 
 @dataclass
@@ -164,7 +180,8 @@ class FrameAges:
     """Every camera's FrameAge, and its period and bound as last measured: what /diagnostics shows of a matcher."""
 
     cameras: dict[str, FrameAge] = field(default_factory=dict)
-    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)  # camera -> (period, oldest), seconds
+    # camera -> (its period as given, as measured from its frames, the oldest a frame may be), seconds
+    bounds: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     def add(self, camera: str, age_s: float | None) -> None:
         self.cameras.setdefault(camera, FrameAge()).add(age_s)
@@ -172,17 +189,22 @@ class FrameAges:
     def unmatched(self) -> int:
         return sum(age.unmatched for age in self.cameras.values())
 
+    def slow(self) -> list[str]:
+        """The cameras whose frames came at over 1.5 times their given period lately: '<camera> every N ms, not M'."""
+        return [f"{camera} every {measured * 1e3:.0f} ms, not {period * 1e3:.0f}"
+                for camera, (period, measured, _) in sorted(self.bounds.items()) if measured > 1.5 * period]
+
     def report(self, prefix: str = "") -> dict[str, str]:
         """{prefix + camera.key: text}: ticks matched and not, the frames' age (last, mean, max), the camera's
-        period and the bound on the age, in ms."""
+        period (as given and as measured) and the bound on the age, in ms."""
         values = {}
         for camera, age in sorted(self.cameras.items()):
-            period, oldest = self.bounds.get(camera, (math.nan, math.nan))
+            period, measured, oldest = self.bounds.get(camera, (math.nan, math.nan, math.nan))
             key = f"{prefix}{camera}"
             values.update({f"{key}.matched": str(age.matched), f"{key}.unmatched": str(age.unmatched)})
             values.update({f"{key}.{name}_ms": f"{seconds * 1e3:.1f}" for name, seconds in (
                 ("age_last", age.last_s), ("age_mean", age.mean_s), ("age_max", age.max_s), ("period", period),
-                ("oldest", oldest))})
+                ("measured_period", measured), ("oldest", oldest))})
         return values
 
 
@@ -191,14 +213,16 @@ class ObservationMatcher:
     states) that every other source (the cameras) has a frame for, by `FrameBounds`."""
 
     def __init__(self, sources: list[str], skew_s: float, buffer: int = BUFFER, max_age: float = 0.0,
-                 period_s: float = 1 / 30):
+                 periods: Mapping[str, float] | float = 1 / 30):
+        """`periods`: each other source's period in seconds (1 / its frames a second), or one for all."""
         if not sources:
             raise ValueError("an observation needs at least one source")
         if skew_s < 0:
             raise ValueError(f"skew_s must be >= 0, got {skew_s}")
         self.skew_s = skew_s
-        self.bounds = FrameBounds(skew_s, max_age, period_s)
+        self.bounds = FrameBounds(skew_s, max_age)
         self.buffers: dict[str, StampedFrames] = {name: StampedFrames(buffer) for name in sources}
+        self.periods = camera_periods(sources[1:], periods)
 
     def add(self, source: str, stamp_s: float, value) -> None:
         if source not in self.buffers:
@@ -211,8 +235,8 @@ class ObservationMatcher:
 
     def match(self, stamp_s: float) -> dict[str, tuple[float, object] | None]:
         """Each other source's (stamp, value) for the first source's stamp `stamp_s`, or None where it has none."""
-        _, *others = self.buffers
-        return {source: self.bounds.pick(self.buffers[source], stamp_s) for source in others}
+        return {source: self.bounds.pick(self.buffers[source], stamp_s, period)
+                for source, period in self.periods.items()}
 
     def newest(self, after_s: float = -math.inf,
                accept: Callable[[float], bool] = lambda stamp: True) -> tuple[float, dict] | None:
@@ -246,9 +270,10 @@ class ObservationMatcher:
 
     def oldest_s(self, source: str) -> float:
         """How long before a tick a frame of `source` may be stamped and be matched to it, seconds."""
-        return self.bounds.oldest_s(self.buffers[source])
+        return self.bounds.oldest_s(self.periods[source])
 
-    def period_s(self, source: str) -> float | None:
+    def measured_period_s(self, source: str) -> float | None:
+        """The period `source`'s frames came at lately (the median gap of its last stamps), None before two."""
         return self.buffers[source].period_s()
 
     def forget(self, when: Callable[[float], bool], source: str | None = None) -> int:

@@ -28,7 +28,7 @@ import errno
 import math
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,16 @@ import numpy as np
 
 from act_node import so101
 from act_node.description import tool_point
-from act_node.observation import FrameAges, FrameBounds, StampedFrames, build_observation, dataset_frame, requested_kind
+from act_node.observation import (
+    FrameAges,
+    FrameBounds,
+    StampedFrames,
+    build_observation,
+    camera_periods,
+    dataset_frame,
+    periods_of_rates,
+    requested_kind,
+)
 
 
 @dataclass(frozen=True)
@@ -63,11 +72,13 @@ class FrameMatcher:
     """Matches each command with the joint states of its stamp and every camera's image by FrameBounds."""
 
     def __init__(self, cameras: list[str], skew_s: float = 0.005, late_s: float = 0.5, max_age: float = 0.0,
-                 period_s: float = 1 / 30, ages: FrameAges | None = None):
+                 periods: Mapping[str, float] | float = 1 / 30, ages: FrameAges | None = None):
+        """`periods`: each camera's period in seconds (1 / its frames a second), or one for all."""
         if skew_s < 0 or late_s <= 0:
             raise ValueError(f"skew_s must be >= 0 and late_s > 0, got {skew_s} and {late_s}")
         self.cameras, self.skew_s, self.late_s = list(cameras), skew_s, late_s
-        self.bounds = FrameBounds(skew_s, max_age, period_s)
+        self.bounds = FrameBounds(skew_s, max_age)
+        self.periods = camera_periods(self.cameras, periods)
         self.sources = ["joints", *self.cameras]
         self.commands: deque[tuple[float, np.ndarray]] = deque()
         self.parts: dict[str, StampedFrames] = {source: StampedFrames(keep=None) for source in self.sources}
@@ -123,8 +134,8 @@ class FrameMatcher:
                 out.append(Frame(stamp, np.asarray(parts["joints"][1], float),
                                  {camera: parts[camera][1] for camera in self.cameras}, command))
             self._forget_before(stamp)
-        self.ages.bounds = {camera: (frames.period_s() or math.nan, self.bounds.oldest_s(frames))
-                            for camera, frames in self.parts.items() if camera != "joints"}
+        self.ages.bounds = {camera: (period, self.parts[camera].period_s() or math.nan, self.bounds.oldest_s(period))
+                            for camera, period in self.periods.items()}
         return out
 
     def _parts(self, stamp: float) -> tuple[dict[str, tuple[float, object] | None], bool]:
@@ -134,7 +145,7 @@ class FrameMatcher:
         parts = {"joints": joints if joints is not None and abs(joints[0] - stamp) <= self.skew_s else None}
         settled = True
         for camera in self.cameras:
-            parts[camera] = self.bounds.pick(self.parts[camera], stamp)
+            parts[camera] = self.bounds.pick(self.parts[camera], stamp, self.periods[camera])
             settled = settled and self.bounds.settled(self.parts[camera], stamp, parts[camera])
         return parts, settled
 
@@ -270,12 +281,14 @@ class RecorderSettings:
     # frames of the command's own stamp (the sim's streams all carry the tick's); an arm's cameras run on their own
     # clocks (act_node.observation.FRAME_MAX_AGE)
     frame_max_age: float = 0.0
+    camera_fps: tuple[float, ...] = ()  # each camera's frames a second, in `cameras`' order (empty: fps for all)
 
     def __post_init__(self):
         from act_node.observation import JOINT_LAYOUTS
 
         if self.frame_max_age < 0:
             raise ValueError(f"frame_max_age must be >= 0 (camera periods), got {self.frame_max_age}")
+        periods_of_rates(list(self.cameras), list(self.camera_fps), self.fps)  # ValueError naming a bad one
         if self.environment_layout not in JOINT_LAYOUTS:
             raise ValueError(f"environment_layout {self.environment_layout!r}: a recording of streams builds "
                              f"{', '.join(JOINT_LAYOUTS)} from the joint states and the target; target_tool_yaw "
@@ -348,7 +361,8 @@ class Recorder:
                 running.end = "discard"
             settings = self.settings
             matcher = FrameMatcher(list(settings.cameras), settings.skew_s, settings.late_s, settings.frame_max_age,
-                                   1.0 / settings.fps, self.ages)
+                                   periods_of_rates(list(settings.cameras), list(settings.camera_fps), settings.fps),
+                                   self.ages)
             # what came before this start message did; a free-running camera's frames from before the start too,
             # which its first commands may take (the matcher forgets what none takes)
             oldest_part = -math.inf if settings.frame_max_age else start_s - matcher.skew_s

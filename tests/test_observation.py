@@ -70,8 +70,9 @@ def test_within_the_skew_the_newest_frame_is_taken_not_the_nearest():
 
 # --- cameras on their own clocks: each joint state takes each camera's newest frame, not from its future
 # (beyond skew_s) nor older than frame_max_age of the camera's periods -------------------------------------
-def free_running(max_age=3.0, skew_s=0.005):
-    return ObservationMatcher(["joints", "front", "wrist"], skew_s, max_age=max_age)
+def free_running(max_age=3.0, skew_s=0.005, front_fps=30, wrist_fps=30):
+    return ObservationMatcher(["joints", "front", "wrist"], skew_s, max_age=max_age,
+                              periods={"front": 1 / front_fps, "wrist": 1 / wrist_fps})
 
 
 def stream(m, camera, fps, first_s, last_s):
@@ -102,7 +103,7 @@ def test_a_frame_older_than_its_cameras_bound_is_refused():
     stream(m, "wrist", 30, 0.0, 1.0)
     newest = stream(m, "front", 30, 0.01, 0.8)  # then the front camera stops
     m.add("joints", 1.0, "j")
-    assert m.period_s("front") == pytest.approx(1 / 30)
+    assert m.measured_period_s("front") == pytest.approx(1 / 30)
     assert m.oldest_s("front") == pytest.approx(0.005 + 3 / 30)
     assert m.newest() is None
     assert m.misses(1.0) == {"front": pytest.approx(newest - 1.0)}
@@ -111,7 +112,7 @@ def test_a_frame_older_than_its_cameras_bound_is_refused():
 
 
 def test_the_bound_follows_each_cameras_own_period():
-    m = free_running(max_age=3.0)
+    m = free_running(max_age=3.0, wrist_fps=15)
     wrist = stream(m, "wrist", 15, 0.003, 1.0)  # 15 fps: its newest frame may be twice as old as a 30 fps one's
     front = stream(m, "front", 30, 0.021, wrist - 0.04)
     tick = wrist + 0.15  # 150 ms after both newest frames: within 3 x 67 ms, not within 3 x 33 ms
@@ -127,8 +128,9 @@ def test_the_newest_frame_is_taken_at_any_phase_of_free_running_cameras():
     has shown a frame) takes the camera's newest frame up to skew_s after it, never one from its future."""
     rng = np.random.default_rng(0)
     for _ in range(20):
-        m = ObservationMatcher(["joints", "front", "wrist", "top"], 0.005, buffer=1000, max_age=3.0)
         rates = {"front": 30, "wrist": 25, "top": 15}
+        m = ObservationMatcher(["joints", *rates], 0.005, buffer=1000, max_age=3.0,
+                               periods={camera: 1 / fps for camera, fps in rates.items()})
         frames = {c: np.arange(rng.uniform(0, 1 / fps), 3.0, 1 / fps) for c, fps in rates.items()}
         for camera, stamps in frames.items():
             for stamp in stamps:
@@ -183,3 +185,14 @@ def test_environment_state_is_the_target_then_the_request_one_hot():
         environment_state((0.4, float("nan")), "pen")
     with pytest.raises(ValueError, match="two finite numbers"):
         environment_state((0.4, 0.3, 0.0), "pen")
+
+
+def test_a_camera_rate_is_given_for_each_camera_and_checked():
+    from act_node.observation import periods_of_rates
+
+    assert periods_of_rates(["front", "wrist"], [], 30.0) == {"front": 1 / 30, "wrist": 1 / 30}
+    assert periods_of_rates(["front", "wrist"], [30.0, 15.0], 30.0) == {"front": 1 / 30, "wrist": 1 / 15}
+    with pytest.raises(ValueError, match=r"camera_fps must give one rate > 0 .* per camera of \['front', 'wrist'\]"):
+        periods_of_rates(["front", "wrist"], [30.0], 30.0)
+    with pytest.raises(ValueError, match="camera_fps must give one rate > 0"):
+        periods_of_rates(["front", "wrist"], [30.0, 0.0], 30.0)

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from act_node.config import SHIPPED_MODEL, GraphConfig
+from act_node.config import DEFAULT_CAMERAS, FPS, SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
 from act_node.observation import FRAME_MAX_AGE
 from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
@@ -41,9 +41,11 @@ ROBOT_ARGUMENTS = {
 # on their own clocks (act_node.observation.FrameBounds); the sim's streams all carry the tick's stamp and match
 # exactly. name -> (default, description)
 FRAME_ARGUMENTS = {
+    "camera_fps": ("", "so101: each camera's frames a second, comma-separated in the order of cameras (its camera "
+                   "node's rate, and the period frame_max_age counts in); '': fps for every camera"),
     "frame_max_age": (f"{FRAME_MAX_AGE:g}", "so101: the oldest camera frame a joint state or a command takes, in that "
-                      "camera's periods (measured from its frames' stamps), beyond frame_skew_s: each takes each "
-                      "camera's newest frame within it (the policy's and the recorder's frame_max_age)"),
+                      "camera's periods (1 / camera_fps), beyond frame_skew_s: each takes each camera's newest frame "
+                      "within it (the policy's and the recorder's frame_max_age)"),
     "frame_skew_s": ("0.01", "so101: seconds a camera frame may be stamped after the joint states or the command and "
                      "still be theirs (the clocks' jitter; the policy's and the recorder's skew_s)"),
 }
@@ -105,7 +107,7 @@ def describe(**overrides: str) -> list[NodeSpec]:
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
     frames = frame_bounds({name: str(overrides.pop(name, default)) for name, (default, _) in FRAME_ARGUMENTS.items()},
-                          robot["robot"])
+                          robot["robot"], overrides.get("cameras", ",".join(DEFAULT_CAMERAS)))
     recording = {name: str(overrides.pop(name, default)) for name, (default, _) in RECORD_ARGUMENTS.items()}
     if recording["teleop"] not in ("", "leader"):
         raise ValueError(f"teleop must be '' or 'leader', got {recording['teleop']!r}")
@@ -126,6 +128,8 @@ def describe(**overrides: str) -> list[NodeSpec]:
         for node in nodes:
             if node.name == "act_policy":
                 node.parameters.update(frames)
+            elif node.name.startswith("act_camera_"):  # each camera node at its camera's rate
+                node.parameters["fps"] = frames["camera_fps"][config.cameras.index(node.parameters["name"])]
     elif robot["robot"] == "sim":
         nodes = _nodes(config, teleop=bool(recording["teleop"]))
     else:
@@ -144,9 +148,19 @@ def describe(**overrides: str) -> list[NodeSpec]:
     return _placed(nodes, namespace)
 
 
-def frame_bounds(arguments: dict[str, str], robot: str) -> dict[str, float]:
-    """The policy's and the recorder's frame_max_age and skew_s for FRAME_ARGUMENTS: on the sim, frame_max_age 0
-    (every stream carries the tick's stamp: the match is exact) and their own skew_s. ValueError names a bad one."""
+def frame_bounds(arguments: dict[str, str], robot: str, cameras: str) -> dict:
+    """The policy's and the recorder's frame_max_age, skew_s and camera_fps for FRAME_ARGUMENTS: on the sim,
+    frame_max_age 0 (every stream carries the tick's stamp: the match is exact) and their own skew_s. ValueError
+    names a bad one."""
+    names = [c.strip() for c in cameras.split(",") if c.strip()]
+    rates = [r.strip() for r in arguments.pop("camera_fps").split(",") if r.strip()]
+    try:
+        fps = [float(r) for r in rates] or [float(FPS)] * len(names)
+    except ValueError:
+        fps = []
+    if len(fps) != len(names) or not all(0 < rate < math.inf for rate in fps):
+        raise ValueError(f"camera_fps:={','.join(rates)!r} must give one rate > 0 (frames a second) per camera of "
+                         f"{names}, comma-separated")
     values = {}
     for name, text in arguments.items():
         try:
@@ -158,7 +172,7 @@ def frame_bounds(arguments: dict[str, str], robot: str) -> dict[str, float]:
             raise ValueError(f"{name}:={text!r} must be a number >= 0 ({unit})")
     if robot != "so101":
         return {"frame_max_age": 0.0}
-    return {"frame_max_age": values["frame_max_age"], "skew_s": values["frame_skew_s"]}
+    return {"frame_max_age": values["frame_max_age"], "skew_s": values["frame_skew_s"], "camera_fps": fps}
 
 
 def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict[str, str]) -> list[NodeSpec]:

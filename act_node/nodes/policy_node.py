@@ -64,7 +64,14 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import FRAME_MAX_AGE, FrameAges, ObservationMatcher, build_observation, requested_kind
+from act_node.observation import (
+    FRAME_MAX_AGE,
+    FrameAges,
+    ObservationMatcher,
+    build_observation,
+    periods_of_rates,
+    requested_kind,
+)
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
 
 POLICY_PARAMETERS = (
@@ -78,9 +85,11 @@ POLICY_PARAMETERS = (
     Spec("skew_s", 0.01, "seconds within which stamps count as one instant: a camera frame stamped up to this much "
          "after the joint states may be theirs (the clocks' jitter)", low=0.0, high=1.0),
     Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a joint state takes, in that camera's periods "
-         "(measured from its frames' stamps) before the joint states' stamp, beyond skew_s: each joint state takes "
+         "(1 / camera_fps) before the joint states' stamp, beyond skew_s: each joint state takes "
          "each camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the joint "
          "states' own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
+    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
+         "frame_max_age counts in ([0.0]: fps for every camera)"),
     Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, the checkpoint's "
          "n_action_steps (the sim under both clocks, an arm); latest: the newest whenever free",
          choices=("every_n", "latest")),
@@ -197,8 +206,10 @@ class PolicyNode(Node):
                 if self.image_sizes.setdefault(camera, READER_IMAGE_SIZE) != READER_IMAGE_SIZE:
                     raise ValueError(f"checkpoint {checkpoint} takes camera {camera!r} at "
                                      f"{self.image_sizes[camera]}, but its yaw reader reads it at {READER_IMAGE_SIZE}")
+        rates = [float(rate) for rate in values["camera_fps"]]
+        periods = periods_of_rates(list(values["cameras"]), [] if rates == [0.0] else rates, self.fps)
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s, max_age=float(values["frame_max_age"]),
-                                          period_s=1.0 / self.fps)
+                                          periods={camera: periods[camera] for camera in self.cameras})
         # each joint state's match once the next one came (how old each camera's frame was, or none), and the
         # frames of the observations answered
         self.ticks, self.answered_ages = FrameAges(), FrameAges()
@@ -598,9 +609,8 @@ class PolicyNode(Node):
             if offset is not None and offset > 0 and silent["joints"] > self.stale_s:  # frames after, joints silent
                 problem = ("joint_states stale", f"no joint states for {silent['joints']:.1f} s")
             else:  # none at all, only later ones (it was silent then), or only ones older than the bound
-                period = self.matcher.period_s(camera)
                 bound = (f"older than its bound of {self.matcher.oldest_s(camera):.3f} s: skew_s and frame_max_age "
-                         f"{self.matcher.bounds.max_age:g} periods" + (f" of {period * 1e3:.0f} ms" if period else ""))
+                         f"{self.matcher.bounds.max_age:g} periods of {self.matcher.periods[camera] * 1e3:.0f} ms")
                 nearest = "no frame" if offset is None else f"its nearest frame {offset:.3f} s after" if offset > 0 \
                     else f"its newest frame {-offset:.3f} s before, {bound}"
                 how = f"silent for {silent[camera]:.1f} s" if silent[camera] > self.stale_s else \
@@ -634,9 +644,10 @@ class PolicyNode(Node):
                       for source in ("joints", *self.cameras)}
             waiting = self._waiting_since is not None and now - self._waiting_since > self.stale_s
             target = self._waiting_for_target
-            self.ticks.bounds = self.answered_ages.bounds = {  # as measured now
-                camera: (self.matcher.period_s(camera) or math.nan, self.matcher.oldest_s(camera))
-                for camera in self.cameras}
+            self.ticks.bounds = self.answered_ages.bounds = {
+                camera: (self.matcher.periods[camera], self.matcher.measured_period_s(camera) or math.nan,
+                         self.matcher.oldest_s(camera)) for camera in self.cameras}
+            slow = self.ticks.slow()
             ticks, answered = self.ticks.report("frames."), self.answered_ages.report("answered.")
             unmatched = self.ticks.unmatched()
         names = {"joints": "joint_states", **{c: f"camera/{c}" for c in self.cameras}}
@@ -653,6 +664,8 @@ class PolicyNode(Node):
             report.warn(f"stale inputs: {', '.join(stale)}")
         if jumped:
             report.warn("the time jumped back: the run's state was reset")
+        if slow and self.matcher.bounds.max_age:
+            report.warn(f"cameras slower than camera_fps: {'; '.join(slow)}")
         missed = self.diagnostics.recent("unmatched", unmatched)
         if missed:
             report.warn(f"{missed:g} joint states recently matched no frame of a camera (frames.<camera>.unmatched)")

@@ -75,9 +75,11 @@ RECORDER_PARAMETERS = (
     Spec("skew_s", 0.005, "seconds within which stamps count as one instant: the joint states of a command's stamp, "
          "and a camera frame stamped up to this much after the command (the clocks' jitter)", low=0.0, high=1.0),
     Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a command takes, in that camera's periods "
-         "(measured from its frames' stamps) before the command's stamp, beyond skew_s: each command takes each "
+         "(1 / camera_fps) before the command's stamp, beyond skew_s: each command takes each "
          "camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the command's "
          "own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
+    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
+         "frame_max_age counts in ([0.0]: fps for every camera)"),
     Spec("late_s", 0.5, "seconds of newer messages after which a frame still missing a part is given up",
          low=0.01),
     Spec("max_incomplete", 0.05, "the share of an episode's frames that may be given up before it is dropped",
@@ -106,7 +108,8 @@ class RecorderNode(Node):
             bool(values["use_target"]), values["robot_type"], bool(values["keep_failures"]), bool(values["resume"]),
             skew_s=float(values["skew_s"]), late_s=float(values["late_s"]),
             max_incomplete=float(values["max_incomplete"]), environment_layout=str(values["environment_layout"]),
-            frame_max_age=float(values["frame_max_age"]))
+            frame_max_age=float(values["frame_max_age"]),
+            camera_fps=() if list(values["camera_fps"]) == [0.0] else tuple(float(r) for r in values["camera_fps"]))
         self.recorder = Recorder(self.settings, self.say, time.monotonic)
         self.wake = threading.Event()
         self.stopping = False
@@ -248,7 +251,9 @@ class RecorderNode(Node):
             report.warn("dropped images recently")
         running = recorder.running
         with recorder.lock:  # each command's frames: how old each camera's was, how often there was none
-            ages, unmatched = recorder.ages.report("frames."), recorder.ages.unmatched()
+            ages, unmatched, slow = recorder.ages.report("frames."), recorder.ages.unmatched(), recorder.ages.slow()
+        if slow and self.settings.frame_max_age:
+            report.warn(f"cameras slower than camera_fps: {'; '.join(slow)}")
         if self.diagnostics.recent("unmatched", unmatched):
             report.warn("commands recently matched no frame of a camera (frames.<camera>.unmatched)")
         report.update({"recording": "no" if running is None else f"{running.task} from t={running.start_s:.3f} s",
