@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -58,42 +59,59 @@ FRAME_MAX_AGE = 3.0
 
 
 class StampedFrames:
-    """One source's recent (stamp, value) pairs in stamp order (whatever order they came in), at most `keep`."""
+    """One source's recent (stamp, value) pairs in stamp order, whatever order they came in; past `keep`, the one
+    that came first goes (not the oldest stamp: after a jump back, the new time's stamps are the oldest)."""
 
     def __init__(self, keep: int | None = BUFFER):
         self.keep = keep
-        self.items: list[tuple[float, object]] = []
+        self.items: list[tuple[float, object, int]] = []  # (stamp, value, arrival number), by stamp
+        self.arrivals: deque[tuple[float, int]] = deque()
+        self.count = 0
 
     def __len__(self) -> int:
         return len(self.items)
 
     def __iter__(self):
-        return iter(self.items)
+        return ((stamp, value) for stamp, value, _ in self.items)
 
     def add(self, stamp_s: float, value) -> None:
-        bisect.insort(self.items, (stamp_s, value), key=lambda item: item[0])
+        self.count += 1
+        bisect.insort(self.items, (stamp_s, value, self.count), key=lambda item: item[0])
+        self.arrivals.append((stamp_s, self.count))
         if self.keep is not None and len(self.items) > self.keep:
-            del self.items[0]
+            self._remove(*self.arrivals.popleft())
+
+    def _remove(self, stamp_s: float, number: int) -> None:
+        at = bisect.bisect_left(self.items, stamp_s, key=lambda item: item[0])
+        while at < len(self.items) and self.items[at][2] != number:
+            at += 1
+        if at < len(self.items):
+            del self.items[at]
 
     def clear(self) -> None:
         self.items.clear()
+        self.arrivals.clear()
 
     def keep_only(self, when: Callable[[float], bool]) -> int:
         """Keep the items whose stamps `when` takes; how many went."""
         kept = [item for item in self.items if when(item[0])]
         gone, self.items[:] = len(self.items) - len(kept), kept
+        if gone:
+            numbers = {item[2] for item in kept}
+            self.arrivals = deque(arrival for arrival in self.arrivals if arrival[1] in numbers)
         return gone
 
     def newest_stamp(self) -> float | None:
         return self.items[-1][0] if self.items else None
 
     def newest_in(self, low_s: float, high_s: float) -> tuple[float, object] | None:
-        """The newest item stamped in [low_s, high_s], or None."""
+        """The newest (stamp, value) stamped in [low_s, high_s], or None."""
         at = bisect.bisect_right(self.items, high_s, key=lambda item: item[0])
-        return self.items[at - 1] if at and self.items[at - 1][0] >= low_s else None
+        return self.items[at - 1][:2] if at and self.items[at - 1][0] >= low_s else None
 
     def nearest(self, stamp_s: float) -> tuple[float, object] | None:
-        return min(self.items, key=lambda item: abs(item[0] - stamp_s), default=None)
+        best = min(self.items, key=lambda item: abs(item[0] - stamp_s), default=None)
+        return None if best is None else best[:2]
 
     def after(self, stamp_s: float) -> bool:
         """Whether an item stamped after `stamp_s` is here."""
@@ -101,7 +119,7 @@ class StampedFrames:
 
     def period_s(self) -> float | None:
         """The source's period: the median gap between its last PERIOD_GAPS + 1 stamps (None before two)."""
-        stamps = [stamp for stamp, _ in self.items[-PERIOD_GAPS - 1:]]
+        stamps = [item[0] for item in self.items[-PERIOD_GAPS - 1:]]
         gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
         return statistics.median(gaps) if gaps else None
 
@@ -244,7 +262,7 @@ class ObservationMatcher:
         for (FrameBounds); only stamps after `after_s` that `accept` takes. None when no such observation is
         complete."""
         anchor = next(iter(self.buffers))
-        for stamp, value in reversed(self.buffers[anchor].items):
+        for stamp, value in reversed(list(self.buffers[anchor])):
             if stamp <= after_s:
                 return None
             if not accept(stamp):

@@ -196,3 +196,15 @@ def test_a_camera_rate_is_given_for_each_camera_and_checked():
         periods_of_rates(["front", "wrist"], [30.0], 30.0)
     with pytest.raises(ValueError, match="camera_fps must give one rate > 0"):
         periods_of_rates(["front", "wrist"], [30.0, 0.0], 30.0)
+
+
+def test_a_full_buffer_lets_go_of_the_first_message_that_came_not_of_the_oldest_stamp():
+    """After a jump back (a bag played again) the new time's stamps are the oldest: they must stay."""
+    m = ObservationMatcher(["joints", "front"], 0.01, buffer=5)
+    for k in range(5):
+        m.add("front", 100.0 + k / 30, k)
+    m.add("front", 40.0, "the new time")
+    kept = sorted(stamp for stamp, _ in m.buffers["front"])
+    assert kept == pytest.approx([40.0, *(100 + k / 30 for k in (1, 2, 3, 4))])
+    m.add("joints", 40.0, "j")
+    assert m.newest() == (40.0, {"joints": "j", "front": "the new time"})
