@@ -1,7 +1,7 @@
 """Camera node (`act_camera_node`): one camera through LeRobot's OpenCV camera (`lerobot.cameras.opencv`), as
 `camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, each frame stamped with its
-capture time: the wall time OpenCV's grab returned it, on LeRobot's read thread. The node publishes the newest
-frame captured on a timer of its own at `fps`, each frame once: the camera runs on its own clock, and a
+capture time: the wall time OpenCV's grab returned it, on LeRobot's read thread. The node publishes the frames
+captured since its last tick on a timer of its own at `fps`, each frame once: the camera runs on its own clock, and a
 subscriber matches frames to joint states by these stamps (act_node.observation.FrameBounds), not by when they
 arrive.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,8 @@ from act_node.nodes.runner import run
 from act_node.observation import FrameAge
 from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
+# frames kept for the timer to publish: a tick that comes late (a busy machine) publishes what it missed, in order
+CAPTURED_FRAMES = 8
 STALE_FRAME_MS = 500  # a newest frame older than this is no frame: the camera hangs (LeRobot's read_latest default)
 
 
@@ -71,6 +74,10 @@ def capturing_camera(config):
     from lerobot.cameras.opencv import OpenCVCamera
 
     class CapturingCamera(OpenCVCamera):
+        # the frames captured lately, newest last: the node publishes each once (LeRobot keeps only the newest)
+        captured: deque[Captured] = deque(maxlen=CAPTURED_FRAMES)
+        count = 0  # frames captured
+
         def _read_from_hardware(self):
             frame = super()._read_from_hardware()
             self._grabbed_s = time.time()
@@ -80,9 +87,13 @@ def capturing_camera(config):
             # both on the read thread, one after the other: the stamp is this frame's grab
             frame = super()._postprocess_image(image).view(Captured)
             frame.stamp_s = self._grabbed_s
+            self.captured.append(frame)
+            self.count += 1
             return frame
 
-    return CapturingCamera(config)
+    camera = CapturingCamera(config)
+    camera.captured = deque(maxlen=CAPTURED_FRAMES)  # its own, not the class's
+    return camera
 
 
 class CameraNode(Node):
@@ -130,18 +141,22 @@ class CameraNode(Node):
         return camera
 
     def publish_frame(self) -> None:
-        """The newest frame captured, stamped with its capture time, unless it went out already."""
+        """Every frame captured since the last tick (none, for a camera slower than fps; two, after a tick that
+        came late), each once, stamped with its capture time."""
         try:
-            frame = self.camera.read_latest(max_age_ms=STALE_FRAME_MS)
+            self.camera.read_latest(max_age_ms=STALE_FRAME_MS)  # raises when the camera hangs or gave nothing yet
         except (TimeoutError, RuntimeError) as error:
             self.read_failures += 1
             self.last_error = str(error)
             self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
             return
-        stamp = float(getattr(frame, "stamp_s", math.nan))
-        if not stamp > self.last_stamp_s:  # no new frame since the last tick (a camera slower than fps)
-            return
-        self.last_stamp_s = stamp
+        for frame in list(self.camera.captured):  # list(): the read thread appends meanwhile
+            if frame.stamp_s > self.last_stamp_s:
+                self.last_stamp_s = frame.stamp_s
+                self._publish(frame)
+
+    def _publish(self, frame: Captured) -> None:
+        stamp = frame.stamp_s
         self.ages.add(time.time() - stamp)
         frame = np.asarray(frame)
         if self.resize_from is not None:
@@ -163,7 +178,8 @@ class CameraNode(Node):
             report.warn(f"{failed:g} failed reads recently: {self.last_error}")
         elif rate < 0.9 * self.fps:
             report.warn(f"publishing at {rate:.1f} Hz, below {self.fps:g} fps")
-        report.update({"frames_published": self.published, "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
+        report.update({"frames_captured": self.camera.count, "frames_published": self.published,
+                       "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
                        "capture_to_publish_mean_ms": f"{self.ages.mean_s * 1e3:.1f}",
                        "capture_to_publish_max_ms": f"{self.ages.max_s * 1e3:.1f}",
                        "size": f"{self.size[0]}x{self.size[1]}", "resized": self.resize_from is not None,
