@@ -151,6 +151,8 @@ class SimEpisodes:
         self.executor.reset(self.table.robot.joint_positions())
         self.running, self.start_tick, self.sum_reward, self.max_reward = True, self.tick, 0.0, 0.0
         self.held_ticks = self.clamped_ticks = self.clamped_joints = 0
+        self.policy_chunks: set[float] = set()  # the stamps of the policy's chunks taken this episode
+        self.inference_s: list[float] = []  # the policy's own time for each chunk, as it said it this episode
         self.target_xy = None
         self.start = EpisodeStart(self.episode, seed, self.table.task.task, self.now_s,
                                   self.table.task.object_states(), self.table.world.client.name)
@@ -170,6 +172,8 @@ class SimEpisodes:
         return EpisodeResult(self.start.seed, self.start.task, success, self.tick - self.start_tick, self.sum_reward,
                              self.max_reward, clamped_joints=self.clamped_joints, clamped_ticks=self.clamped_ticks,
                              held_ticks=self.held_ticks, target_error_m=error, lifted=self.table.task.lifted(),
+                             policy_calls=len(self.policy_chunks),
+                             mean_inference_s=float(np.mean(self.inference_s)) if self.inference_s else None,
                              episode=self.start.episode)
 
     # --- chunks and the clock ---------------------------------------------------------------------------
@@ -181,6 +185,19 @@ class SimEpisodes:
         if self.start is None or stamp_s < self.start.stamp_s - 0.5 / self.fps:
             return None
         return self.executor.add(Chunk(stamp_s, actions_rad), self.now_s)
+
+    def policy_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int | None:
+        """`add_chunk` for a chunk from the policy (or the expert): each one taken for the running episode is a
+        call of the policy, counted once (a chunk said again to a re-sent observation has its stamp)."""
+        dropped = self.add_chunk(stamp_s, actions_rad)
+        if dropped is not None and self.running:
+            self.policy_chunks.add(round(stamp_s * self.fps))
+        return dropped
+
+    def policy_inference(self, seconds: float) -> None:
+        """The policy's own time for a chunk (act/inference_latency), counted in the running episode's mean."""
+        if self.running and math.isfinite(seconds) and seconds >= 0:
+            self.inference_s.append(float(seconds))
 
     def ready(self) -> bool:
         """Lockstep: this tick's action is queued, and at a re-plan tick it comes from the answering chunk."""

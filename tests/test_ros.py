@@ -527,6 +527,9 @@ def test_ros_and_in_process_evaluation_of_a_checkpoint_agree(tiny_checkpoint, tm
         assert (a["seed"], a["success"], a["steps"]) == (b["seed"], b["success"], b["steps"])
         assert b["held_ticks"] == 0, "the sim held for want of an action: the two runs executed different commands"
         assert a["sum_reward"] == pytest.approx(b["sum_reward"], abs=1e-3)
+        # the graph's result counts the chunks the policy node sent for the episode: its calls, as in-process
+        assert b["policy_calls"] == a["policy_calls"] > 0, (a["policy_calls"], b["policy_calls"])
+        assert b["mean_inference_s"] > 0
 
 
 def test_the_policy_node_warns_when_the_sim_draws_with_another_renderer_than_its_checkpoint_saw(
