@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
 from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
-from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -194,16 +194,13 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
-    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras at this size (none runs in a
-    # teleoperated graph: the person drives)
+    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
+    # frame to the reader's; none runs in a teleoperated graph: the person drives)
     if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
-        size = "x".join(map(str, YAW_READER_IMAGE_SIZE))
-        if not set(YAW_READER_CAMERAS) <= set(config.cameras) or tuple(config.image_size) != YAW_READER_IMAGE_SIZE:
+        if not set(YAW_READER_CAMERAS) <= set(config.cameras):
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
-                             f"{','.join(YAW_READER_CAMERAS)} at {size} (act_node.vision.yaw); the graph has cameras "
-                             f"{','.join(config.cameras)} at {config.image_height}x{config.image_width}: give "
-                             f"image_height:={YAW_READER_IMAGE_SIZE[0]} image_width:={YAW_READER_IMAGE_SIZE[1]} (the "
-                             f"defaults) and cameras with {','.join(YAW_READER_CAMERAS)}")
+                             f"{','.join(YAW_READER_CAMERAS)} (act_node.vision.yaw); the graph has cameras "
+                             f"{','.join(config.cameras)}: give cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
