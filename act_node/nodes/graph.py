@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
-from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
+from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
@@ -369,7 +369,7 @@ class _Processes:
             code = process.poll()
             if code is None or name in self.respawn_at:
                 continue
-            if name != self.sim and name in self.specs and self.specs[name].respawn:
+            if name != self.sim and name in self.specs and self.specs[name].respawn and code != REFUSED:
                 how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
                 _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
                 self.respawn_at[name] = now + RESPAWN_DELAY_S
@@ -384,6 +384,9 @@ class _Processes:
                 if code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
                 return code if code >= 0 else 128 - code  # -N: killed by signal N
+            if code == REFUSED:  # it said why; started again it would refuse again (respawn:=true too)
+                _say(f"node {name} refused to start (exit code {REFUSED}, why above); stopping the graph")
+                return code
             _say(f"node {name} exited with code {code} while the graph was running; stopping the graph")
             return code if code > 0 else 1
         return None
