@@ -73,9 +73,12 @@ def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
 
 
 def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> EpisodeResult:
-    """One seeded episode under the scripted expert; appends captioned frames if a list is given.
+    """One seeded episode under the scripted expert, its steps executed as the graph executes them (the velocity
+    bound: act_node.stepping.executed); appends captioned frames if a list is given.
     A scene the expert cannot plan is a failed episode of no steps, with the reason in `unplannable`."""
-    return run_episode(env, ScriptedExpert(env), seed, frames=frames)
+    from act_node.stepping import executed
+
+    return run_episode(env, executed(env, ScriptedExpert(env)), seed, frames=frames)
 
 
 def cmd_video(args: argparse.Namespace) -> None:

@@ -90,6 +90,22 @@ def check_features(config: Any, spec: FeatureSpec) -> list[str]:
     return problems
 
 
+def resized_frame(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(H, W, 3) uint8 -> (size[0], size[1], 3) uint8: a camera frame at the size a checkpoint (or the yaw reader)
+    was trained on, resized as LeRobot's ImageCropResizeProcessorStep resizes (torchvision's bilinear resize with
+    antialiasing on [0, 1] floats, clamped), then rounded back to uint8. A frame of that size already is returned
+    as it is (in-process evaluation renders at the checkpoint's size: nothing changes there)."""
+    image = np.asarray(image)
+    if image.shape[:2] == tuple(size):
+        return image
+    from lerobot.processor.hil_processor import ImageCropResizeProcessorStep
+
+    key = f"{OBS_IMAGES}.frame"
+    tensor = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].float() / 255.0  # (1, 3, H, W)
+    out = ImageCropResizeProcessorStep(resize_size=tuple(size)).observation({key: tensor})[key]
+    return (out[0].permute(1, 2, 0) * 255.0).round().to(torch.uint8).numpy()  # (h, w, 3)
+
+
 def to_batch(observation: dict, task: str = "") -> dict[str, Any]:
     """The env's observation (or LeRobot's flat keys) -> a batch of one in LeRobot's keys, images in
     (1, 3, H, W) float [0, 1]. The env's dict goes through LeRobot's own `preprocess_observation`, after

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from act_node.config import SHIPPED_MODEL, GraphConfig
 from act_node.dds import profile_environment
-from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
-from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
+from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -194,16 +194,13 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
-    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras at this size (none runs in a
-    # teleoperated graph: the person drives)
+    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
+    # frame to the reader's; none runs in a teleoperated graph: the person drives)
     if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
-        size = "x".join(map(str, YAW_READER_IMAGE_SIZE))
-        if not set(YAW_READER_CAMERAS) <= set(config.cameras) or tuple(config.image_size) != YAW_READER_IMAGE_SIZE:
+        if not set(YAW_READER_CAMERAS) <= set(config.cameras):
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
-                             f"{','.join(YAW_READER_CAMERAS)} at {size} (act_node.vision.yaw); the graph has cameras "
-                             f"{','.join(config.cameras)} at {config.image_height}x{config.image_width}: give "
-                             f"image_height:={YAW_READER_IMAGE_SIZE[0]} image_width:={YAW_READER_IMAGE_SIZE[1]} (the "
-                             f"defaults) and cameras with {','.join(YAW_READER_CAMERAS)}")
+                             f"{','.join(YAW_READER_CAMERAS)} (act_node.vision.yaw); the graph has cameras "
+                             f"{','.join(config.cameras)}: give cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
@@ -372,7 +369,7 @@ class _Processes:
             code = process.poll()
             if code is None or name in self.respawn_at:
                 continue
-            if name != self.sim and name in self.specs and self.specs[name].respawn:
+            if name != self.sim and name in self.specs and self.specs[name].respawn and code != REFUSED:
                 how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
                 _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
                 self.respawn_at[name] = now + RESPAWN_DELAY_S
@@ -387,6 +384,9 @@ class _Processes:
                 if code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
                 return code if code >= 0 else 128 - code  # -N: killed by signal N
+            if code == REFUSED:  # it said why; started again it would refuse again (respawn:=true too)
+                _say(f"node {name} refused to start (exit code {REFUSED}, why above); stopping the graph")
+                return code
             _say(f"node {name} exited with code {code} while the graph was running; stopping the graph")
             return code if code > 0 else 1
         return None

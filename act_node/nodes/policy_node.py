@@ -63,7 +63,7 @@ from act_node.nodes.messages import (
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
 from act_node.observation import ObservationMatcher, build_observation, requested_kind
-from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
+from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec, resized_frame
 
 POLICY_PARAMETERS = (
     Spec("checkpoint", "", "LeRobot pretrained_model folder"),
@@ -184,13 +184,9 @@ class PolicyNode(Node):
         self.environment_layout = self.policy.environment_layout or "target"  # checked against the layouts at load
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.act_cameras}
-        if self.reads_yaw:
-            from act_node.vision.yaw import READER_IMAGE_SIZE
-
-            for camera in self.reader_cameras:  # one topic, one size: the ACT's and the reader's must agree
-                if self.image_sizes.setdefault(camera, READER_IMAGE_SIZE) != READER_IMAGE_SIZE:
-                    raise ValueError(f"checkpoint {checkpoint} takes camera {camera!r} at "
-                                     f"{self.image_sizes[camera]}, but its yaw reader reads it at {READER_IMAGE_SIZE}")
+        # frames of any size are taken; the ACT gets each at its trained size, the yaw reader at its own (each
+        # resizes as LeRobot's processors do: act_node.policy.resized_frame); each camera's size is logged once
+        self.frame_sizes: dict[str, tuple[int, int]] = {}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
@@ -254,7 +250,7 @@ class PolicyNode(Node):
     # --- callbacks: each stores, then tries to answer ----------------------------------------------------
     def on_image(self, camera: str, message: bytes) -> None:
         try:
-            image = image_array(message, expected=self.image_sizes[camera])
+            image = image_array(message)
             stamp = image_stamp(message)
         except MessageError as error:
             with self._lock:
@@ -263,10 +259,26 @@ class PolicyNode(Node):
             return
         if self._ahead_of_clock(camera, stamp):
             return
+        if self.frame_sizes.get(camera) != image.shape[:2]:
+            self._say_frame_size(camera, image.shape[:2])
         with self._lock:
             self._heard[camera] = time.monotonic()
             self.matcher.add(camera, stamp, image)
         self._wake.set()
+
+    def _say_frame_size(self, camera: str, size: tuple[int, int]) -> None:
+        """Once per camera (and again should its size change): what size its frames come at and what they become."""
+        from act_node.vision.yaw import READER_IMAGE_SIZE
+
+        self.frame_sizes[camera] = size
+        sizes = []
+        trained = self.image_sizes.get(camera)
+        if trained is not None and tuple(trained) != tuple(size):
+            sizes.append(f"to {trained[0]}x{trained[1]} for the checkpoint")
+        if camera in self.reader_cameras and READER_IMAGE_SIZE != size:
+            sizes.append(f"to {READER_IMAGE_SIZE[0]}x{READER_IMAGE_SIZE[1]} for the yaw reader")
+        said = f"resized {' and '.join(sizes)}" if sizes else "the size it was trained on"
+        self.get_logger().info(f"camera {camera!r}: {size[0]}x{size[1]} frames, {said}")
 
     def _joints_of(self, message: JointState) -> tuple[float, np.ndarray]:
         try:
@@ -475,7 +487,8 @@ class PolicyNode(Node):
             if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
                 tool = tool_point(parts["joints"]) if self.environment_layout != "target" else None
                 about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(serial, parts, task))
-            observation = build_observation(parts["joints"], {c: parts[c] for c in self.act_cameras}, *about)
+            images = {c: resized_frame(parts[c], self.image_sizes[c]) for c in self.act_cameras}
+            observation = build_observation(parts["joints"], images, *about)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
