@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -431,7 +432,20 @@ def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
     return run_processes(describe(**arguments), timeout_s=timeout_s)
 
 
+def show_launch_arguments() -> str:
+    """Every name:=value argument with its description and default, as `ros2 launch --show-args` lists them."""
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS
+
+    lines = ["Arguments (pass arguments as '<name>:=<value>'):", ""]
+    for name, (default, description) in LAUNCH_ARGUMENTS.items():
+        lines += [f"    '{name}':", f"        {description}", f"        (default: '{default}')", ""]
+    return "\n".join(lines)
+
+
 def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
+    if args.show_args:
+        print(show_launch_arguments())
+        return
     arguments = {}
     for item in extra:
         name, sep, value = item.partition(":=")
@@ -658,7 +672,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="only this stage (repeat for more); default: all of the kind's, in order")
     recipe.set_defaults(run=cmd_recipe)
 
-    launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS
+
+    launch = commands.add_parser(
+        "launch", help="start the ROS 2 graph (arguments as name:=value)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The node graph of launch/sim.launch.py (robot:=so101: launch/so101.launch.py) as processes, "
+                    "without the launch package: act-sim launch [name:=value ...]",
+        epilog="name:=value arguments (--show-args describes each):\n  "
+               + "\n  ".join(textwrap.wrap(", ".join(LAUNCH_ARGUMENTS), 100)))
+    launch.add_argument("--show-args", action="store_true",
+                        help="list every name:=value argument with its description and default, then exit")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     launch.set_defaults(run=cmd_launch, passes_extra=True)
 

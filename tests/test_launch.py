@@ -317,12 +317,15 @@ def test_the_nodes_die_with_act_sim_even_when_it_is_killed(tmp_path):
 
 
 def test_a_node_that_fails_at_start_ends_the_graph_and_is_named(tmp_path):
-    missing = tmp_path / "no_such_checkpoint"
-    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={missing}", "replan_every:=10",
+    broken = tmp_path / "no_weights"  # a config.json and nothing else: the launch's check passes, the node refuses
+    broken.mkdir()
+    (broken / "config.json").write_text('{"n_action_steps": 10}')
+    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={broken}", "replan_every:=10",
                                 *SMALL_GRAPH[1:])
     log = finish(graph, marker, tmp_path)
     assert graph.returncode == 2, log[-3000:]
-    assert f"act_policy_node: refusing to start: checkpoint folder not found: {missing}" in log
+    assert f"act_policy_node: refusing to start: {broken} is not a LeRobot pretrained_model folder: missing " \
+           "model.safetensors" in log
     assert "act-sim launch: node act_policy exited with code 2" in log
 
 
