@@ -14,6 +14,8 @@
                    act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
                    (record:=DIR records the graph's episodes; teleop:=leader leader_port:=... a leader arm drives)
   act-sim bag2dataset  a rosbag2 bag of the graph (MCAP or sqlite3) to a LeRobotDataset, as the recorder node
+  act-sim ctl      the ros2 CLI calls docs/arm.md asks for, without a ROS install: stop, estop, reset, run TASK,
+                   end, record-start, record-stop, record-discard, target X Y, bag OUT
 """
 
 from __future__ import annotations
@@ -459,6 +461,12 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
     raise SystemExit(code)
 
 
+def cmd_ctl(_args: argparse.Namespace, extra: list[str]) -> None:
+    from act_node.nodes.ctl import main as ctl
+
+    raise SystemExit(ctl(extra))
+
+
 def eval_over_ros(args: argparse.Namespace) -> None:
     import tempfile
 
@@ -685,6 +693,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="list every name:=value argument with its description and default, then exit")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     launch.set_defaults(run=cmd_launch, passes_extra=True)
+
+    ctl = commands.add_parser("ctl", add_help=False, help="what docs/arm.md asks of the ros2 CLI, without one: "
+                              "stop | estop | reset | run TASK | end | record-start | record-stop | record-discard | "
+                              "target X Y | bag OUT (act-sim ctl --help)")
+    ctl.set_defaults(run=cmd_ctl, passes_extra=True)
 
     bags = commands.add_parser("bag2dataset", help="a rosbag2 bag (MCAP or sqlite3) of the graph to a LeRobotDataset")
     bags.add_argument("bag", help="the bag's folder (or file), as ros2 bag record wrote it")
