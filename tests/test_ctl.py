@@ -65,7 +65,7 @@ def test_run_end_and_target_reach_the_policy_node(ros, tiny_checkpoint):
         assert node.episode_start_s is None  # no task: it waits for a run
         started = ctl("run", "pick up the box")
         assert started.returncode == 0, started.stderr
-        assert "run: pick up the box (1 subscribers)" in started.stdout
+        assert "run: pick up the box (1 subscriber)" in started.stdout
         assert wait_for(lambda: node.task == "pick up the box" and node.episode_start_s is not None)
         pointed = ctl("target", "0.4", "0.3", "--topic", "/clicked_point")
         assert pointed.returncode == 0, pointed.stderr

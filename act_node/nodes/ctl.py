@@ -220,10 +220,10 @@ def run_verb(args: argparse.Namespace) -> int:
         elif args.verb in ("run", "end"):
             task = args.task if args.verb == "run" else ""
             count = publish_once(node, String(data=task), "act/run", LATCHED, args.wait)
-            print(f"{'run: ' + task if task else 'run ended'} ({count} subscribers)")
+            print(f"{'run: ' + task if task else 'run ended'} ({count} subscriber{'s' * (count != 1)})")
         elif args.verb == "target":
             count = publish_once(node, point_message((args.x, args.y), time.time()), args.topic, TARGETS, args.wait)
-            print(f"target ({args.x:g}, {args.y:g}) in table on {args.topic} ({count} subscribers)")
+            print(f"target ({args.x:g}, {args.y:g}) in table on {args.topic} ({count} subscriber{'s' * (count != 1)})")
         elif args.verb == "bag":
             cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
             topics = [*topic_names(_name(args.namespace, "").rstrip("/"), cameras).values(),
