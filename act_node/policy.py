@@ -22,7 +22,7 @@ from lerobot.envs.utils import preprocess_observation
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
-from act_node.checkpoints import read_json
+from act_node.checkpoints import check_checkpoint_folder, read_json
 from act_node.observation import ENV_LAYOUTS, environment_layout, environment_state_names
 
 __all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
@@ -186,8 +186,10 @@ class ChunkPolicy:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
         path = Path(path)
-        if not path.is_dir():
-            raise FileNotFoundError(f"checkpoint folder not found: {path}")
+        try:  # a missing folder, or a run folder given for its pretrained_model: named, with the folder expected
+            check_checkpoint_folder(path, argument="checkpoint ")
+        except ValueError as error:
+            raise FileNotFoundError(str(error)) from None
         missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{path} is not a LeRobot pretrained_model folder: missing {', '.join(missing)}")

@@ -320,13 +320,16 @@ def test_the_nodes_die_with_act_sim_even_when_it_is_killed(tmp_path):
 def test_a_node_that_fails_at_start_ends_the_graph_and_is_named(tmp_path, respawn):
     """A refusal at start ends the graph at once, non-zero, under respawn:=true too (started again, it would
     refuse again: the graph would stay up doing nothing)."""
-    missing = tmp_path / "no_such_checkpoint"
-    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={missing}", "replan_every:=10",
+    broken = tmp_path / "no_weights"  # a config.json and nothing else: the launch's check passes, the node refuses
+    broken.mkdir()
+    (broken / "config.json").write_text('{"n_action_steps": 10}')
+    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={broken}", "replan_every:=10",
                                 f"respawn:={respawn}", *SMALL_GRAPH[1:])
     log = finish(graph, marker, tmp_path)
     assert "respawning" not in log, log[-3000:]
     assert graph.returncode == 2, log[-3000:]
-    assert f"act_policy_node: refusing to start: checkpoint folder not found: {missing}" in log
+    assert f"act_policy_node: refusing to start: {broken} is not a LeRobot pretrained_model folder: missing " \
+           "model.safetensors" in log
     assert "act-sim launch: node act_policy refused to start (exit code 2, why above); stopping the graph" in log
 
 

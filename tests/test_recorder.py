@@ -228,7 +228,7 @@ def test_time_ranges_cut_a_bag_without_episode_topics_into_episodes(recorded, tm
 def test_launch_arguments_add_the_recorder_and_the_leader_to_either_graph():
     from act_node.nodes.graph import describe
 
-    nodes = {n.name: n for n in describe(policy="expert", record="/tmp/d", task="pick up the cup")}
+    nodes = {n.name: n for n in describe(policy="expert", record="/tmp/d")}
     assert set(nodes) == {"act_sim", "act_selector", "act_expert", "act_recorder"}
     assert nodes["act_sim"].parameters["camera_every"] == 1  # the recorder takes every tick's images
     assert nodes["act_sim"].parameters["await_subscriber"] == "act_recorder"

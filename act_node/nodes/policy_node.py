@@ -43,7 +43,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
 from act_node.checkpoints import checkpoint_layout, readable_checkpoint_cameras, trained_renderer
-from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.config import DEFAULT_CAMERAS, FPS, task_kind
 from act_node.description import tool_point
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
@@ -216,8 +216,8 @@ class PolicyNode(Node):
         self.create_subscription(JointState, "joint_states", parsed(
             self, self._joints_of, "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
-        self.create_subscription(PointStamped, "target/point", parsed(self, target_point, "target", self.on_target),
-                                 LATCHED)
+        self.target_topic = self.create_subscription(PointStamped, "target/point", parsed(
+            self, target_point, "target", self.on_target), LATCHED).topic_name  # resolved: remapped, namespaced
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
@@ -228,6 +228,7 @@ class PolicyNode(Node):
         self.diagnostics = Diagnostics(self, "ACT policy", self.fill_diagnostics, str(self.policy.path))
         self._ready.set()  # the inference thread may answer from here on
         if values["run_on_start"]:
+            self._check_task(str(values["task"]))  # ValueError: refused at start, naming the kinds
             self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]), on_clock=True)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
@@ -388,7 +389,17 @@ class PolicyNode(Node):
                 self.episode_start_s = None
             self.get_logger().info("run ended: answering nothing until the next one")
             return
+        try:
+            self._check_task(message.data)
+        except ValueError as error:
+            self.get_logger().error(f"run request refused: {error}; the run under way (if any) goes on")
+            return
         self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data, on_clock=True)
+
+    def _check_task(self, task: str) -> None:
+        """A checkpoint fed the request needs a task naming a kind it knows; ValueError says which it got."""
+        if self.wants_target:
+            task_kind(task)
 
     def begin(self, start_s: float, task: str, on_clock: bool = False) -> None:
         """A run (an episode) from `start_s`: the policy's queue and the matcher start empty. `on_clock`: the
@@ -540,7 +551,7 @@ class PolicyNode(Node):
             self._waiting_for_target = self.wants_target and (target is None
                                                               or target[0] < self.episode_start_s - 1e-6)
             if self._waiting_for_target:
-                self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
+                self.get_logger().warn(f"waiting for {self.target_topic} for this episode", throttle_duration_sec=2.0)
                 return None
             reset, self._reset_policy = self._reset_policy, False
             passed = len({self._slot(s) for s, _ in self.matcher.buffers["joints"]
@@ -646,7 +657,7 @@ class PolicyNode(Node):
         if jumped:
             report.warn("the time jumped back: the run's state was reset")
         if target:
-            report.warn("waiting for target/point")
+            report.warn(f"waiting for {self.target_topic}")
         mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
         report.update({
             "run": "none" if run is None else f"from t={run:.3f} s", "task": self.task, "infer": self.infer_mode,
