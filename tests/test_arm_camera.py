@@ -123,12 +123,20 @@ def test_or_resized_when_asked(ros, video, tmp_path):
     assert (infos[-1].height, infos[-1].width) == (96, 128)
 
 
-def test_each_frame_goes_out_once_stamped_with_the_time_its_grab_returned(ros, video):
-    """Not the time the node's timer published it: a subscriber matches frames to joint states by these stamps."""
+def test_each_frame_goes_out_once_stamped_with_the_time_its_grab_returned(ros, tmp_path):
+    """A stream at 25 fps read by LeRobot's OpenCV camera (through a real cv2.VideoCapture that notes when each grab
+    returned), published on a 30 Hz timer: each frame once, stamped with its grab, not with the time the node's
+    timer published it: a subscriber matches frames to joint states by these stamps."""
+    from arm_helpers import StreamingCamera
+
     from act_node.nodes.messages import seconds_of
 
+    stream = StreamingCamera(tmp_path / "front.mjpg", SIZE, fps=25.0)
     GRABS.clear()
-    images, _ = collect(ros, camera_node(video, fps=30.0))
+    try:
+        images, _ = collect(ros, camera_node(stream.path, fps=30.0))
+    finally:
+        stream.close()
     stamps = [seconds_of(image.header.stamp) for image in images]
     assert len(set(stamps)) == len(stamps), "a frame published twice"
     for stamp in stamps:

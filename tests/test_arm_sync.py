@@ -157,8 +157,8 @@ def test_a_recording_with_the_leader_and_cameras_at_30_25_and_15_fps_keeps_every
                          "cameras:=front,top,wrist", "camera_fps:=30,25,15",
                          f"camera_devices:={','.join(str(s.path) for s in streams.values())}")
         try:
-            assert wait_for(lambda: "act_recorder" in watcher.reports and all(
-                int(watcher.reports.get(f"act_camera_{c}", {}).get("frames_published", 0)) > 0 for c in rates), 120.0), \
+            published = lambda c: int(watcher.reports.get(f"act_camera_{c}", {}).get("frames_published", 0))  # noqa: E731
+            assert wait_for(lambda: "act_recorder" in watcher.reports and all(published(c) for c in rates), 120.0), \
                 log.read_text()[-3000:]
             for episode in range(3):
                 assert watcher.call("start").success

@@ -50,7 +50,8 @@ def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
 CAMERA_PARAMETERS = (
     Spec("name", "front", "the camera's name: it publishes camera/<name>/image_raw and camera_info, frame "
          "<name>_optical"),
-    Spec("device", "0", "an OpenCV index (\"0\") or a path (/dev/video2, a video file)"),
+    Spec("device", "0", "an OpenCV index (\"0\"), a device path (/dev/video2) or a video file, played at fps and "
+         "looped (act_node.recorded_camera: a camera stand-in)"),
     Spec("width", 0, "frame width to ask the camera for, pixels (0: the camera's own)", low=0),
     Spec("height", 0, "frame height to ask the camera for, pixels (0: the camera's own)", low=0),
     Spec("fps", float(FPS), "frames a second to ask for and to publish", low=1.0),
@@ -131,6 +132,10 @@ class CameraNode(Node):
                                + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
 
     def _open(self, device: str, width: int, height: int, fps: float):
+        if Path(device).is_file():  # a recorded video stands in for a camera: played at fps, looped
+            from act_node.recorded_camera import RecordedCamera
+
+            return RecordedCamera(device)
         from lerobot.cameras.opencv import OpenCVCameraConfig
 
         source = int(device) if device.isdigit() else Path(device)
@@ -143,20 +148,31 @@ class CameraNode(Node):
     def publish_frame(self) -> None:
         """Every frame captured since the last tick (none, for a camera slower than fps; two, after a tick that
         came late), each once, stamped with its capture time."""
+        if not hasattr(self.camera, "captured"):  # a recorded video: a frame is captured as it is read, now
+            try:
+                frame = self.camera.async_read(timeout_ms=200)
+            except (TimeoutError, RuntimeError) as error:
+                self._failed(error)
+                return
+            self._publish(frame, time.time())
+            return
         try:
             self.camera.read_latest(max_age_ms=STALE_FRAME_MS)  # raises when the camera hangs or gave nothing yet
         except (TimeoutError, RuntimeError) as error:
-            self.read_failures += 1
-            self.last_error = str(error)
-            self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
+            self._failed(error)
             return
         for frame in list(self.camera.captured):  # list(): the read thread appends meanwhile
             if frame.stamp_s > self.last_stamp_s:
                 self.last_stamp_s = frame.stamp_s
-                self._publish(frame)
+                self._publish(frame, frame.stamp_s)
 
-    def _publish(self, frame: Captured) -> None:
-        stamp = frame.stamp_s
+    def _failed(self, error: Exception) -> None:
+        self.read_failures += 1
+        self.last_error = str(error)
+        self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
+
+    def _publish(self, frame: np.ndarray, stamp: float) -> None:
+        """One frame out, stamped `stamp` (its capture, wall time)."""
         self.ages.add(time.time() - stamp)
         frame = np.asarray(frame)
         if self.resize_from is not None:
@@ -178,8 +194,9 @@ class CameraNode(Node):
             report.warn(f"{failed:g} failed reads recently: {self.last_error}")
         elif rate < 0.9 * self.fps:
             report.warn(f"publishing at {rate:.1f} Hz, below {self.fps:g} fps")
-        report.update({"frames_captured": self.camera.count, "frames_published": self.published,
-                       "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
+        captured = getattr(self.camera, "count", self.published)  # a recorded video: each frame read is published
+        report.update({"frames_captured": captured, "frames_published": self.published, "rate_hz": f"{rate:.1f}",
+                       "fps": f"{self.fps:g}",
                        "capture_to_publish_mean_ms": f"{self.ages.mean_s * 1e3:.1f}",
                        "capture_to_publish_max_ms": f"{self.ages.max_s * 1e3:.1f}",
                        "size": f"{self.size[0]}x{self.size[1]}", "resized": self.resize_from is not None,
