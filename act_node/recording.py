@@ -38,6 +38,7 @@ import numpy as np
 from act_node import so101
 from act_node.description import tool_point
 from act_node.observation import (
+    PERIOD_GAPS,
     FrameAges,
     FrameBounds,
     StampedFrames,
@@ -134,8 +135,6 @@ class FrameMatcher:
                 out.append(Frame(stamp, np.asarray(parts["joints"][1], float),
                                  {camera: parts[camera][1] for camera in self.cameras}, command))
             self._forget_before(stamp)
-        self.ages.bounds = {camera: (period, self.parts[camera].period_s() or math.nan, self.bounds.oldest_s(period))
-                            for camera, period in self.periods.items()}
         return out
 
     def _parts(self, stamp: float) -> tuple[dict[str, tuple[float, object] | None], bool]:
@@ -318,6 +317,17 @@ class Recorder:
         self.saved, self.dropped = 0, 0
         self.newest_command_s = -math.inf  # the newest command heard (they come in order, reliably)
         self.ages = FrameAges()  # every episode's frames: how old each camera's was, how often it had none
+        self.periods = periods_of_rates(list(settings.cameras), list(settings.camera_fps), settings.fps)
+        self.stamps = {camera: StampedFrames(keep=PERIOD_GAPS + 1) for camera in settings.cameras}  # lately
+
+    def frame_report(self, prefix: str = "frames.") -> tuple[dict[str, str], int, list[str]]:
+        """What the frames matched so far (FrameAges.report), the commands that found no frame of a camera, and
+        the cameras slower than their given rate."""
+        with self.lock:
+            bounds = FrameBounds(self.settings.skew_s, self.settings.frame_max_age)
+            self.ages.bounds = {camera: (period, self.stamps[camera].period_s() or math.nan, bounds.oldest_s(period))
+                                for camera, period in self.periods.items()}
+            return self.ages.report(prefix), self.ages.unmatched(), self.ages.slow()
 
     @property
     def running(self) -> Episode | None:
@@ -335,6 +345,8 @@ class Recorder:
     def part(self, source: str, stamp_s: float, value) -> None:
         with self.lock:
             self.recent.append((source, stamp_s, value))
+            if source in self.stamps:
+                self.stamps[source].add(stamp_s, None)
             for episode in self.episodes:  # an ended one may still wait for its last tick's parts
                 episode.matcher.add(source, stamp_s, value)
 
@@ -361,8 +373,7 @@ class Recorder:
                 running.end = "discard"
             settings = self.settings
             matcher = FrameMatcher(list(settings.cameras), settings.skew_s, settings.late_s, settings.frame_max_age,
-                                   periods_of_rates(list(settings.cameras), list(settings.camera_fps), settings.fps),
-                                   self.ages)
+                                   self.periods, self.ages)
             # what came before this start message did; a free-running camera's frames from before the start too,
             # which its first commands may take (the matcher forgets what none takes)
             oldest_part = -math.inf if settings.frame_max_age else start_s - matcher.skew_s

@@ -250,8 +250,7 @@ class RecorderNode(Node):
         if self.diagnostics.recent("bad", sum(self.bad_images.values())):
             report.warn("dropped images recently")
         running = recorder.running
-        with recorder.lock:  # each command's frames: how old each camera's was, how often there was none
-            ages, unmatched, slow = recorder.ages.report("frames."), recorder.ages.unmatched(), recorder.ages.slow()
+        ages, unmatched, slow = recorder.frame_report()  # each command's frames: how old, how often none
         if slow and self.settings.frame_max_age:
             report.warn(f"cameras slower than camera_fps: {'; '.join(slow)}")
         if self.diagnostics.recent("unmatched", unmatched):
