@@ -231,8 +231,10 @@ class ObservationMatcher:
     states) that every other source (the cameras) has a frame for, by `FrameBounds`."""
 
     def __init__(self, sources: list[str], skew_s: float, buffer: int = BUFFER, max_age: float = 0.0,
-                 periods: Mapping[str, float] | float = 1 / 30):
-        """`periods`: each other source's period in seconds (1 / its frames a second), or one for all."""
+                 periods: Mapping[str, float] | float = 1 / 30, count_after_s: float = 1.0):
+        """`periods`: each other source's period in seconds (1 / its frames a second), or one for all.
+        `ages` counts each stamp of the first source once no later frame can change its match (every other source
+        has shown one after it), or once that source has moved `count_after_s` past it."""
         if not sources:
             raise ValueError("an observation needs at least one source")
         if skew_s < 0:
@@ -241,15 +243,36 @@ class ObservationMatcher:
         self.bounds = FrameBounds(skew_s, max_age)
         self.buffers: dict[str, StampedFrames] = {name: StampedFrames(buffer) for name in sources}
         self.periods = camera_periods(sources[1:], periods)
+        self.ages = FrameAges()  # each stamp of the first source: how old each other source's frame was, or none
+        self.count_after_s = count_after_s
+        self._uncounted: deque[float] = deque()
 
     def add(self, source: str, stamp_s: float, value) -> None:
         if source not in self.buffers:
             raise KeyError(f"unknown source {source!r}; sources are {list(self.buffers)}")
         self.buffers[source].add(stamp_s, value)
+        if source == next(iter(self.buffers)):
+            self._uncounted.append(stamp_s)
+        self._count()
+
+    def _count(self) -> None:
+        """Count the first source's stamps whose matches are settled into `ages`."""
+        newest = self.buffers[next(iter(self.buffers))].newest_stamp()
+        while self._uncounted:
+            stamp = self._uncounted[0]
+            match = self.match(stamp)
+            settled = all(self.bounds.settled(self.buffers[source], stamp, part) for source, part in match.items())
+            if not settled and newest - stamp < self.count_after_s:
+                return
+            self._uncounted.popleft()
+            for source, part in match.items():
+                self.ages.add(source, None if part is None else stamp - part[0])
 
     def clear(self) -> None:
+        """Forget every message (the counts in `ages` stay)."""
         for buffer in self.buffers.values():
             buffer.clear()
+        self._uncounted.clear()
 
     def match(self, stamp_s: float) -> dict[str, tuple[float, object] | None]:
         """Each other source's (stamp, value) for the first source's stamp `stamp_s`, or None where it has none."""
@@ -297,6 +320,8 @@ class ObservationMatcher:
     def forget(self, when: Callable[[float], bool], source: str | None = None) -> int:
         """Forget the messages of `source` (every source: None) whose stamps `when` takes: frames refused as
         impossible, or the old time after a jump back. How many went."""
+        if source is None or source == next(iter(self.buffers)):
+            self._uncounted = deque(stamp for stamp in self._uncounted if not when(stamp))
         return sum(self.buffers[name].keep_only(lambda at: not when(at))
                    for name in ([source] if source is not None else list(self.buffers)))
 

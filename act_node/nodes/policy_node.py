@@ -206,9 +206,9 @@ class PolicyNode(Node):
         periods = periods_of_rates(list(values["cameras"]), [] if rates == [0.0] else rates, self.fps)
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s, max_age=float(values["frame_max_age"]),
                                           periods={camera: periods[camera] for camera in self.cameras})
-        # each joint state's match once the next one came (how old each camera's frame was, or none), and the
-        # frames of the observations answered
-        self.ticks, self.answered_ages = FrameAges(), FrameAges()
+        # each joint state's frames (the matcher's ages: how old each camera's was, or none), and the frames of the
+        # observations answered
+        self.ticks, self.answered_ages = self.matcher.ages, FrameAges()
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
@@ -320,10 +320,6 @@ class PolicyNode(Node):
             if jumped:
                 back = self._newest_joints_s - stamp
                 self._restart_locked(stamp)
-            if self.episode_start_s is not None and stamp > self._newest_joints_s > -math.inf:
-                # the joint state before this one is past: which frames it matched, by now
-                for camera, part in self.matcher.match(self._newest_joints_s).items():
-                    self.ticks.add(camera, None if part is None else self._newest_joints_s - part[0])
             self._newest_joints_s = max(self._newest_joints_s, stamp)
             answer = self.answer if self.answer is not None and self.answer[0] == stamp else None
             if answer is None:
@@ -709,7 +705,8 @@ class PolicyNode(Node):
         })
         for source, quiet in silent.items():
             report.add(f"{names[source]}.silent_s", "never heard" if quiet is None else f"{quiet:.2f}")
-        # each joint state's frames once it was past (frames.*) and those of the observations answered (answered.*)
+        # each joint state's frames once no later frame could change them (frames.*), and those of the observations
+        # answered (answered.*)
         report.update({**ticks, **answered})
 
     def _publish(self, chunk_rad: np.ndarray, stamp: float, started: float) -> None:
