@@ -213,7 +213,7 @@ def test_a_full_buffer_lets_go_of_the_first_message_that_came_not_of_the_oldest_
 def test_each_joint_state_is_counted_once_no_later_frame_can_change_its_match():
     """ages: a tick is counted when every camera has shown a frame after it (its frame may still be on its way
     before that), or, for a camera that shows none, once the joint states moved count_after_s past it."""
-    m = ObservationMatcher(["joints", "front"], 0.005, max_age=3.0, count_after_s=0.5)
+    m = ObservationMatcher(["joints", "front"], 0.005, max_age=3.0, count_after_s=0.49)
     m.add("front", 0.98, "before")
     m.add("joints", 1.0, "j")
     assert m.ages.cameras == {}, "a newer front frame up to 1.005 may still come"
@@ -222,6 +222,6 @@ def test_each_joint_state_is_counted_once_no_later_frame_can_change_its_match():
     for k in range(1, 40):  # the front camera falls silent; the joint states go on to 2.3 s
         m.add("joints", 1.0 + k / 30, "j")
     age = m.ages.cameras["front"]
-    # counted: the ticks up to 1.8 s (0.5 s before the newest); 1.02's frame serves 1.033, 1.067 and 1.1 (within
+    # counted: the ticks up to 1.8 s (0.49 s before the newest); 1.02's frame serves 1.033, 1.067 and 1.1 (within
     # its 3 periods and skew_s: 0.105 s), the 21 after found none
     assert (age.matched, age.unmatched) == (1 + 3, 21)
