@@ -129,7 +129,7 @@ def streams(folder: Path, size, rng) -> dict[str, StreamingCamera]:
             for name, fps in RATES.items()}
 
 
-def serve(watcher: Watcher, folder: Path, checkpoint: str, size, seconds: float, rng) -> dict:
+def serve(watcher: Watcher, folder: Path, checkpoint: str, size, seconds: float, rng, extra: list[str]) -> dict:
     """One launch: its measures, from its first applied chunk for `seconds`."""
     folder.mkdir(parents=True)
     cal = folder / "cal"
@@ -143,7 +143,7 @@ def serve(watcher: Watcher, folder: Path, checkpoint: str, size, seconds: float,
         process = launch(log, f"port:={bus.port}", f"id:={ROBOT_ID}", f"calibration_dir:={cal}", "policy:=act",
                          f"checkpoint:={checkpoint}", "task:=pick up the cup", "threads:=1",
                          f"camera_fps:={','.join(f'{r:g}' for r in RATES.values())}",
-                         f"camera_devices:={','.join(str(c.path) for c in cameras.values())}")
+                         f"camera_devices:={','.join(str(c.path) for c in cameras.values())}", *extra)
         first = None
         try:
             end = started + 180.0
@@ -251,12 +251,15 @@ def main() -> None:
     parser.add_argument("--episode-seconds", type=float, default=5.0)
     parser.add_argument("--camera-checkpoint", default="", help="a camera ACT (default: a tiny one built here)")
     parser.add_argument("--skip", nargs="*", default=[], choices=("shipped", "camera", "record"))
+    parser.add_argument("--frame-max-age", default="", help="serve with this frame_max_age:= (0: only frames within "
+                        "frame_skew_s of the joint states' stamp, the match before issue 46; default: the graph's)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "measure.json"))
     args = parser.parse_args()
     rng = np.random.default_rng()
     work = Path(tempfile.mkdtemp(prefix="arm_cameras_"))
     watcher = Watcher()
-    report = {"rates_fps": RATES, "ros_domain_id": os.environ["ROS_DOMAIN_ID"], "load_before": os.getloadavg()}
+    report = {"rates_fps": RATES, "ros_domain_id": os.environ["ROS_DOMAIN_ID"], "load_before": os.getloadavg(),
+              "frame_max_age": args.frame_max_age or "the graph's default", "argv": sys.argv[1:]}
     checkpoints = {}
     if "shipped" not in args.skip:
         checkpoints["shipped"] = (str(ROOT / "models" / "act_target_tool_yaw"), (96, 128))
@@ -264,7 +267,9 @@ def main() -> None:
         camera = args.camera_checkpoint or str(tiny_camera_act(work / "tiny"))
         checkpoints["camera"] = (camera, (48, 64))
     for name, (checkpoint, size) in checkpoints.items():
-        rows = [serve(watcher, work / f"{name}_{k}", checkpoint, size, args.seconds, rng) for k in range(args.launches)]
+        extra = [f"frame_max_age:={args.frame_max_age}"] if args.frame_max_age else []
+        rows = [serve(watcher, work / f"{name}_{k}", checkpoint, size, args.seconds, rng, extra)
+                for k in range(args.launches)]
         report[name] = {"checkpoint": checkpoint, "image_size": size, "launches": rows,
                         "launches_with_chunks": sum(r["chunks"] for r in rows),
                         "held_stale_share_max": max((r.get("held_stale_share", 1.0) for r in rows), default=None)}
