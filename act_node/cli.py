@@ -585,7 +585,8 @@ def main(argv: list[str] | None = None) -> None:
                           "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
                           "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
     evaluate.add_argument("--device", default="cpu")
-    evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")
+    evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
+                          "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")

@@ -20,6 +20,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
@@ -27,20 +28,11 @@ from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
+from act_node.report import draw_report, first_of_each_mode, outcome_summary, wilson_interval
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import write_video
 
 GRASPED_REWARD = 0.3  # not held, a tick's reward is 0.3 x reach <= 0.3: past it, both jaws hold the object
-
-
-def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    """95% confidence interval of a success rate (Wilson score: sound at 0% and 100% and for few episodes)."""
-    if total == 0:
-        return 0.0, 1.0
-    rate = successes / total
-    centre = (rate + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * math.sqrt(rate * (1 - rate) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def make_env(config: GraphConfig) -> PickObjectEnv:
@@ -220,7 +212,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
              ray: str | None = None, resume: bool = False) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
-    first `videos` episodes under `out`, returns the report. The filmed episodes run here; the rest in `workers`
+    first `videos` episodes and of one episode of each mode that occurred (act_node.tabletop.outcomes; none when
+    `videos` is 0), with their first and last frames, and report.png (act_node.report.draw_report) under `out`;
+    returns the report. The filmed episodes run here; the rest in `workers`
     processes, or with `ray` as Ray tasks (act_node.distributed: "local", a cluster started here; "auto" or
     HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
     KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
@@ -251,9 +245,25 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     def video(seed: int) -> Path:
         return out / f"episode_seed{seed}.mp4"
 
+    def stills(seed: int) -> tuple[Path, Path]:
+        return out / "stills" / f"seed{seed}_first.png", out / "stills" / f"seed{seed}_last.png"
+
+    def film(seed: int) -> dict:
+        """The seed's episode filmed: its video, and its first and last frames for the report's picture."""
+        frames: list[np.ndarray] = []
+        episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
+        write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
+        filmed_here.add(seed)
+        for frame, still in zip((frames[0], frames[-1]), stills(seed)):
+            still.parent.mkdir(exist_ok=True)
+            Image.fromarray(frame).save(still)
+        return episode
+
     episodes: list[dict] = []
     journal: EpisodeJournal | None = None
     resumed, interrupted = 0, False
+    mode_seeds: dict[str, int] = {}
+    filmed_here: set[int] = set()  # seeds filmed by this call
     progress = None
     try:
         journal = EpisodeJournal(out, journal_header(config, steps, coeff), resume)
@@ -266,10 +276,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
         progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
         for seed in filmed:  # filmed in this process, in order
-            frames: list[np.ndarray] = []
-            episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
-            write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
-            episodes.append(journal.add(episode, video(seed)))  # after its video: a journalled filmed seed has one
+            episodes.append(journal.add(film(seed), video(seed)))  # after its video: a journalled filmed seed has one
             progress.update(1)
         if rest and ray is not None:
             from contextlib import closing
@@ -290,6 +297,17 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             for seed in rest:
                 episodes.append(journal.add(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict()))
                 progress.update(1)
+        if videos > 0 and outcome_summary(episodes):
+            mode_seeds = first_of_each_mode(episodes, prefer=set(seeds[:videos]))
+        for mode, seed in mode_seeds.items():  # one episode of each mode on film: run again, the same bit for bit
+            on_film = seed in filmed_here or journal.finished(seed, video(seed)) is not None
+            if on_film and all(still.is_file() for still in stills(seed)):
+                continue
+            again = film(seed)
+            if again["outcome"] != mode:
+                tqdm.write(f"warning: seed {seed} ended '{again['outcome']}' when filmed, '{mode}' before: the "
+                           "episode did not repeat", file=sys.stderr)
+            journal.add(again, video(seed))  # filmed now: a resumed evaluation finds its video
     except KeyboardInterrupt:
         if not episodes:
             raise
@@ -310,12 +328,19 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "renderer": renderer,
         "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
+        # one episode of each mode that occurred: its video and its first and last frames (drawn in report.png)
+        "outcome_videos": {mode: str(video(seed)) for mode, seed in mode_seeds.items() if video(seed).is_file()},
+        "outcome_stills": {mode: [str(still) for still in stills(seed)] for mode, seed in mode_seeds.items()
+                           if all(still.is_file() for still in stills(seed))},
+        "picture": str(out / "report.png"),
         "resumed_episodes": resumed,  # read from out/episodes.jsonl, run before (resume)
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
     if interrupted:
         report["stopped_by"] = "SIGINT"  # of the config.episodes asked for, report["episodes"] finished
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    draw_report(report, out / "report.png", {mode: tuple(map(Path, files))
+                                             for mode, files in report["outcome_stills"].items()})
     if interrupted:
         raise KeyboardInterrupt(f"stopped after {len(episodes)} of {len(seeds)} episodes; {out / 'report.json'} "
                                 f"reports them")
@@ -323,11 +348,14 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
 
 
 def summarize(episodes: list[dict]) -> dict:
-    """Episode count, success rate with its 95% interval, mean summed reward and mean length. The episodes
+    """Episode count, success rate with its 95% interval, why the episodes ended (each mode of
+    act_node.tabletop.outcomes overall and by requested kind, with 95% intervals: act_node.report.outcome_summary),
+    mean summed reward and mean length. The episodes
     are taken in seed order, so the float sums do not depend on the order workers finished in."""
     episodes = sorted(episodes, key=lambda e: e["seed"])
     successes = sum(e["success"] for e in episodes)
     grasps = sum(e.get("max_reward", 0.0) > GRASPED_REWARD for e in episodes)
+    outcomes = outcome_summary(episodes)  # why each episode ended (act_node.tabletop.outcomes), by kind too
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),
             "success_ci95": list(wilson_interval(successes, len(episodes))),
             "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
@@ -342,4 +370,5 @@ def summarize(episodes: list[dict]) -> dict:
             # the policy lifted an object that was not requested (a distractor): the target's worth shows here
             "picked_other": sum(any(k != requested_kind(e["task"]) for k in e.get("lifted", [])) for e in episodes),
             "max_target_error_m": max((e["target_error_m"] for e in episodes
-                                       if math.isfinite(e.get("target_error_m") or math.inf)), default=None)}
+                                       if math.isfinite(e.get("target_error_m") or math.inf)), default=None),
+            **(outcomes or {})}

@@ -121,7 +121,8 @@ class SimEpisodes:
         return EpisodeResult(self.start.seed, self.start.task, success, self.tick - self.start_tick, self.sum_reward,
                              self.max_reward, clamped_joints=self.clamped_joints, clamped_ticks=self.clamped_ticks,
                              held_ticks=self.held_ticks, target_error_m=error, lifted=self.table.task.lifted(),
-                             episode=self.start.episode)
+                             episode=self.start.episode, outcome=self.table.watch.mode(success),
+                             outcome_facts=self.table.watch.facts.to_dict())
 
     # --- chunks and the clock ---------------------------------------------------------------------------
     def add_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int | None:
