@@ -7,6 +7,7 @@
   act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
                    (--ros: through the ROS 2 graph instead of in-process)
+  act-sim compare  two evaluations on the same seeds: paired table, McNemar's exact p, by kind and mode
   act-sim curve    every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
   act-sim recipe   an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
                    --kind yaw: the launch default's, models/act_target_tool_yaw)
@@ -338,6 +339,27 @@ def cmd_eval(args: argparse.Namespace) -> None:
     print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    from act_node.report import compare, draw_compare, load_report
+
+    try:
+        result = compare(load_report(args.a), load_report(args.b))
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"act-sim compare: {error}") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
+    draw_compare(result, out / "compare.png")
+    print(f"A {result['a']}\nB {result['b']}\n{'':22s} {'A':>5s} {'B':>5s} {'both':>5s} {'only A':>6s} {'only B':>6s} "
+          f"{'neither':>7s}  McNemar p")
+    rows = [("success", result["success"])] + [(f"  {k}", t) for k, t in result["by_kind"].items()]
+    rows += [(f"ended {m}", t) for m, t in result["by_mode"].items()]
+    for name, t in rows:
+        print(f"{name:22s} {t['a']:5d} {t['b']:5d} {t['both']:5d} {t['only_a']:6d} {t['only_b']:6d} "
+              f"{t['neither']:7d}  {t['mcnemar_p']:.3g}")
+    print(f"{out / 'compare.json'}, {out / 'compare.png'}")
+
+
 def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
     """--cameras, --height and --width not given: the checkpoint's own (one size for every camera)."""
     from act_node.checkpoints import checkpoint_cameras
@@ -596,6 +618,13 @@ def main(argv: list[str] | None = None) -> None:
                           help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
                           "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     evaluate.set_defaults(run=cmd_eval)
+
+    comparison = commands.add_parser("compare", help="two evaluations over the same seeds, seed by seed: the paired "
+                                     "table and McNemar's exact p, by kind and by mode (compare.json, compare.png)")
+    comparison.add_argument("a", help="act-sim eval's report.json (or its --out folder)")
+    comparison.add_argument("b", help="the other report, over the same seeds")
+    comparison.add_argument("--out", default="outputs/compare")
+    comparison.set_defaults(run=cmd_compare)
 
     curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
                                  "same unseen seeds, success with its 95%% interval (curve.json, curve.png)")

@@ -218,10 +218,12 @@ def draw_report(report: dict, path: str | Path, stills: dict[str, tuple[Path, Pa
     return path
 
 
-def draw_compare(result: dict, path: str | Path, label_a: str = "A", label_b: str = "B") -> Path:
+def draw_compare(result: dict, path: str | Path) -> Path:
     """compare.png: success of A and B overall and by kind with the discordant pairs and McNemar's p, and each
     mode's share in A and in B."""
     import numpy as np
+
+    label_a, label_b = (f"{side} ({Path(str(result[f'policy_{side.lower()}'])).name})" for side in "AB")
 
     plt = _pyplot()
     path = Path(path)
@@ -234,14 +236,15 @@ def draw_compare(result: dict, path: str | Path, label_a: str = "A", label_b: st
         axes[0].bar(x + offset, rates * 100, 0.4, color=colour, label=label,
                     yerr=[(rates - bounds[:, 0]) * 100, (bounds[:, 1] - rates) * 100], capsize=2)
     for xi, (_, table) in zip(x, groups):
-        axes[0].text(xi, 103, f"+{table['only_a']}/-{table['only_b']}\np={table['mcnemar_p']:.2g}", ha="center",
+        axes[0].text(xi, 103, f"only A {table['only_a']}, only B {table['only_b']}\n"
+                     f"p={table['mcnemar_p']:.2g}", ha="center",
                      fontsize=6.5)
     axes[0].set_xticks(x, [g for g, _ in groups], fontsize=8)
     axes[0].set_ylim(0, 118)
     axes[0].set_ylabel("success % (95% Wilson interval)", fontsize=8)
     axes[0].legend(fontsize=8, loc="lower right")
-    axes[0].set_title(f"success, paired on {result['success']['episodes']} seeds (only {label_a} / only {label_b}, "
-                      "McNemar's exact p)", fontsize=9)
+    axes[0].set_title(f"success, paired on {result['success']['episodes']} seeds {result['seeds'][0]}-"
+                      f"{result['seeds'][1]} (McNemar's exact p)", fontsize=9)
     modes = list(result["by_mode"])
     if modes:
         y = np.arange(len(modes))[::-1]
