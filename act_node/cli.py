@@ -308,7 +308,15 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    _cameras_of_checkpoint(args, args.policy_path)
+    from act_node.evaluate import parse_rename_map
+
+    try:
+        rename_map = parse_rename_map(args.rename_map) if args.rename_map else None
+    except ValueError as error:
+        raise SystemExit(f"act-sim eval: {error}") from None
+    if rename_map and args.ros:
+        raise SystemExit("act-sim eval: --rename_map runs in process; the graph (--ros) takes none yet")
+    _cameras_of_checkpoint(args, args.policy_path, rename_map or {})
     if args.ros:
         if args.resume:
             raise SystemExit("act-sim eval: --resume goes on from an in-process evaluation's episodes; --ros runs "
@@ -322,8 +330,11 @@ def cmd_eval(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, max_steps=args.max_steps,
                           replan_every=args.n_action_steps or 0, device=args.device, merge=args.merge)
     try:
+        given = ", ".join(f"{ours} as {theirs}" for theirs, ours in _given_cameras(config, rename_map).items())
+        print(f"act-sim eval: the sim's cameras at {config.image_height}x{config.image_width}: {given}",
+              file=sys.stderr)
         report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray,
-                          resume=args.resume)
+                          resume=args.resume, rename_map=rename_map)
     except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
@@ -360,14 +371,26 @@ def cmd_compare(args: argparse.Namespace) -> None:
     print(f"{out / 'compare.json'}, {out / 'compare.png'}")
 
 
-def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
-    """--cameras, --height and --width not given: the checkpoint's own (one size for every camera)."""
+def _given_cameras(config: GraphConfig, rename_map: dict | None) -> dict[str, str]:
+    """{the checkpoint's camera: the sim's camera that feeds it}."""
+    from act_node.evaluate import camera_names_given
+
+    given = camera_names_given(rename_map or {})
+    return {given.get(name, name): name for name in config.cameras}
+
+
+def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str, rename_map: dict | None = None) -> None:
+    """--cameras, --height and --width not given: the checkpoint's own (one size for every camera), its cameras fed
+    by the sim's of the same name or the one `rename_map` names (lerobot-eval's --rename_map)."""
     from act_node.checkpoints import checkpoint_cameras
+    from act_node.evaluate import sim_cameras_for
 
     if args.cameras is not None and args.height is not None and args.width is not None:
         return
     try:
         cameras = checkpoint_cameras(checkpoint)
+        if cameras:
+            cameras = dict(zip(sim_cameras_for(list(cameras), rename_map or {}), cameras.values()))
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
     sizes = set(cameras.values())
@@ -612,6 +635,10 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
+    evaluate.add_argument("--rename_map", default=None, metavar="JSON",
+                          help="which of the sim's cameras feeds each of the checkpoint's, as lerobot-eval's "
+                          "--rename_map: {the env's key: the checkpoint's key}, e.g. '{\"observation.images.front\": "
+                          "\"observation.images.laptop\", \"observation.images.wrist\": \"observation.images.phone\"}'")
     evaluate.add_argument("--resume", action="store_true", help="go on from the episodes OUT/episodes.jsonl holds "
                           "(each finished episode is written there), if they ran with these settings and weights")
     evaluate.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",

@@ -39,14 +39,73 @@ def make_env(config: GraphConfig) -> PickObjectEnv:
     return make_pick_env(**config.env_kwargs())
 
 
-def load_policy(config: GraphConfig) -> ChunkPolicy:
-    """The checkpoint, checked against what it will be fed: the config's cameras, or none to a checkpoint that
-    takes no images (a state-only lever; the env still renders for the videos)."""
+def load_policy(config: GraphConfig, rename_map: dict[str, str] | None = None) -> ChunkPolicy:
+    """The checkpoint, checked against what it will be fed: the config's cameras (under the names `rename_map`
+    gives them, lerobot-eval's {"observation.images.<sim camera>": "observation.images.<its camera>"}), or none to
+    a checkpoint that takes no images (a state-only lever; the env still renders for the videos)."""
     from act_node.checkpoints import readable_checkpoint_cameras
 
     takes_images = readable_checkpoint_cameras(config.checkpoint) != {}
-    spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras} if takes_images else {})
-    return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
+    given = camera_names_given(rename_map or {})
+    spec = FeatureSpec(cameras={given.get(name, name): config.image_size for name in config.cameras}
+                       if takes_images else {})
+    return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec, rename_map=rename_map)
+
+
+IMAGE_KEY = "observation.images."
+
+
+def parse_rename_map(text: str) -> dict[str, str]:
+    """lerobot-eval's --rename_map, a JSON object {the env's key: the checkpoint's key}, for cameras here:
+    {"observation.images.front": "observation.images.laptop"}; ValueError naming what is wrong."""
+    from act_node.table_frame import CAMERA_NAMES
+
+    try:
+        rename_map = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--rename_map takes a JSON object such as '{{\"{IMAGE_KEY}front\": "
+                         f"\"{IMAGE_KEY}laptop\"}}', got {text!r} ({error})") from None
+    if not isinstance(rename_map, dict) or not all(isinstance(v, str) for v in rename_map.values()):
+        raise ValueError(f"--rename_map takes a JSON object of key to key, got {text!r}")
+    for key, value in rename_map.items():
+        if not key.startswith(IMAGE_KEY) or key.removeprefix(IMAGE_KEY) not in CAMERA_NAMES:
+            raise ValueError(f"--rename_map: {key!r} is none of the sim's cameras "
+                             f"({', '.join(IMAGE_KEY + c for c in CAMERA_NAMES)}); it maps the env's key to the "
+                             "checkpoint's, as lerobot-eval's does")
+        if not value.startswith(IMAGE_KEY) or value == IMAGE_KEY:
+            raise ValueError(f"--rename_map: {key!r} -> {value!r}: a camera goes to a camera "
+                             f"({IMAGE_KEY}<the checkpoint's name>)")
+    if len(set(rename_map.values())) != len(rename_map):
+        raise ValueError(f"--rename_map gives one checkpoint camera two of the sim's: {rename_map}")
+    return rename_map
+
+
+def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
+    """{sim camera: the checkpoint's camera it is given as} for the cameras `rename_map` renames."""
+    return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
+
+
+def sim_cameras_for(checkpoint_cameras: list[str], rename_map: dict[str, str]) -> tuple[str, ...]:
+    """The sim's camera that feeds each of the checkpoint's, in its order: renamed by `rename_map`, else its own
+    name; ValueError when one has neither (naming the sim's cameras and the map that would do)."""
+    from act_node.table_frame import CAMERA_NAMES
+
+    feeds = {theirs: ours for ours, theirs in camera_names_given(rename_map).items()}
+    unknown = [name for name in feeds if name not in checkpoint_cameras]
+    if unknown:
+        raise ValueError(f"--rename_map names {[IMAGE_KEY + n for n in unknown]}, which the checkpoint does not take "
+                         f"(its cameras: {checkpoint_cameras})")
+    missing = [name for name in checkpoint_cameras if name not in feeds and name not in CAMERA_NAMES]
+    if missing:
+        example = {f"{IMAGE_KEY}{ours}": f"{IMAGE_KEY}{theirs}" for ours, theirs in zip(CAMERA_NAMES, missing)}
+        raise ValueError(f"the checkpoint's cameras {missing} are none of the sim's ({', '.join(CAMERA_NAMES)}): "
+                         f"say which of the sim's feeds each with --rename_map, as lerobot-eval takes it, e.g. "
+                         f"--rename_map '{json.dumps(example)}'")
+    cameras = tuple(feeds.get(name, name) for name in checkpoint_cameras)
+    if len(set(cameras)) != len(cameras):
+        raise ValueError(f"the sim's camera {max(cameras, key=cameras.count)!r} would feed two of the checkpoint's "
+                         f"cameras {checkpoint_cameras} (--rename_map {rename_map})")
+    return cameras
 
 
 def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
@@ -72,40 +131,43 @@ def execution(config: GraphConfig) -> tuple[int, float | None]:
     return config.replan_ticks(), (coeff if merge == "ensemble" else None)
 
 
-_WORKER: dict[tuple[GraphConfig, int], tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
-_POOL_JOB: tuple[GraphConfig, int] | None = None  # a Pool worker's configuration and n_action_steps
+_WORKER: dict[tuple, tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
+_POOL_JOB: tuple | None = None  # a Pool worker's configuration, n_action_steps and rename map
 
 
-def _worker_objects(config: GraphConfig, steps: int) -> tuple[PickObjectEnv, ChunkPolicy]:
+def _worker_objects(config: GraphConfig, steps: int,
+                    rename_map: dict[str, str] | None = None) -> tuple[PickObjectEnv, ChunkPolicy]:
     """A worker process's env and policy for this configuration, built on its first episode and kept; torch on
     one thread (one core, and the same arithmetic as evaluate's own episodes)."""
     import torch
 
     torch.set_num_threads(1)
-    if (config, steps) not in _WORKER:
+    job = (config, steps, json.dumps(rename_map or {}, sort_keys=True))
+    if job not in _WORKER:
         for env, _ in _WORKER.values():  # another checkpoint (a curve's next point): one env per worker
             env.close()
         _WORKER.clear()
-        _WORKER[config, steps] = (make_env(config), load_policy(config))
-    return _WORKER[config, steps]
+        _WORKER[job] = (make_env(config), load_policy(config, rename_map))
+    return _WORKER[job]
 
 
-def worker_episode(config: GraphConfig, steps: int, seed: int) -> dict:
+def worker_episode(config: GraphConfig, steps: int, seed: int, rename_map: dict[str, str] | None = None) -> dict:
     """One seeded episode in a worker process, a Pool's or a Ray task's (act_node.distributed): the same
     episode, bit for bit, as evaluate runs in its own process, so no result depends on where it ran."""
-    env, policy = _worker_objects(config, steps)
+    env, policy = _worker_objects(config, steps, rename_map)
     return evaluate_episode(env, policy, seed, steps, ensemble_coeff=execution(config)[1]).to_dict()
 
 
-def _start_worker(config: GraphConfig, steps: int) -> None:
+def _start_worker(config: GraphConfig, steps: int, rename_map: dict[str, str] | None = None) -> None:
     """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
     global _POOL_JOB
-    _POOL_JOB = (config, steps)
-    _worker_objects(config, steps)
+    _POOL_JOB = (config, steps, rename_map)
+    _worker_objects(config, steps, rename_map)
 
 
 def _worker_episode(seed: int) -> dict:
-    return worker_episode(*_POOL_JOB, seed)
+    config, steps, rename_map = _POOL_JOB
+    return worker_episode(config, steps, seed, rename_map)
 
 
 JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one line per finished episode
@@ -209,7 +271,7 @@ class EpisodeJournal:
 
 
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
-             ray: str | None = None, resume: bool = False) -> dict:
+             ray: str | None = None, resume: bool = False, rename_map: dict[str, str] | None = None) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
     first `videos` episodes and of one episode of each mode that occurred (act_node.tabletop.outcomes; none when
@@ -223,7 +285,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
-    policy = load_policy(config)  # fails here, clearly, on a mismatched checkpoint
+    if rename_map and ray is not None:
+        raise ValueError("--rename_map runs in this process or in --workers; Ray tasks take none yet: drop --ray")
+    policy = load_policy(config, rename_map)  # fails here, clearly, on a mismatched checkpoint
     steps, coeff = execution(config)
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
@@ -231,6 +295,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
                          f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
     filmed, rest = seeds[:videos], seeds[videos:]
+    given = camera_names_given(rename_map or {})
     import torch
 
     threads = torch.get_num_threads()
@@ -266,7 +331,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     filmed_here: set[int] = set()  # seeds filmed by this call
     progress = None
     try:
-        journal = EpisodeJournal(out, journal_header(config, steps, coeff), resume)
+        header = journal_header(config, steps, coeff) | ({"rename_map": rename_map} if rename_map else {})
+        journal = EpisodeJournal(out, header, resume)
         episodes = [e for e in (journal.finished(seed, video(seed) if seed in filmed else None) for seed in seeds)
                     if e is not None]
         resumed = len(episodes)
@@ -289,7 +355,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                     episodes.append(journal.add(episode))
                     progress.update(1)
         elif rest and workers > 1:
-            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (config, steps)) as pool:
+            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker,
+                                           (config, steps, rename_map)) as pool:
                 for episode in pool.imap(_worker_episode, rest):
                     episodes.append(journal.add(episode))
                     progress.update(1)
@@ -326,7 +393,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "n_action_steps": steps,
         "temporal_ensemble_coeff": coeff,  # None: chunks of n_action_steps, without ensembling
         "renderer": renderer,
-        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
+        # which of the sim's cameras each of the checkpoint's cameras is given (--rename_map, else its own name)
+        "cameras_given": {given.get(name, name): name for name in config.cameras} if policy.camera_names else {},
+        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
         # one episode of each mode that occurred: its video and its first and last frames (drawn in report.png)
         "outcome_videos": {mode: str(video(seed)) for mode, seed in mode_seeds.items() if video(seed).is_file()},
