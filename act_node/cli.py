@@ -317,6 +317,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if rename_map and args.ros:
         raise SystemExit("act-sim eval: --rename_map runs in process; the graph (--ros) takes none yet")
     _cameras_of_checkpoint(args, args.policy_path, rename_map or {})
+    suite = _suite_of(args)
     if args.ros:
         if args.resume:
             raise SystemExit("act-sim eval: --resume goes on from an in-process evaluation's episodes; --ros runs "
@@ -334,7 +335,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         print(f"act-sim eval: the sim's cameras at {config.image_height}x{config.image_width}: {given}",
               file=sys.stderr)
         report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray,
-                          resume=args.resume, rename_map=rename_map)
+                          resume=args.resume, rename_map=rename_map, suite=suite)
     except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
@@ -369,6 +370,32 @@ def cmd_compare(args: argparse.Namespace) -> None:
         print(f"{name:22s} {t['a']:5d} {t['b']:5d} {t['both']:5d} {t['only_a']:6d} {t['only_b']:6d} "
               f"{t['neither']:7d}  {t['mcnemar_p']:.3g}")
     print(f"{out / 'compare.json'}, {out / 'compare.png'}")
+
+
+def _suite_of(args: argparse.Namespace):
+    """--suite's seed set (its pins replayed first), or None; --episodes and --first-seed default to 10 and 1000."""
+    from act_node.suites import replay_pins, suite
+
+    if args.suite is None:
+        args.episodes = 10 if args.episodes is None else args.episodes
+        args.first_seed = 1000 if args.first_seed is None else args.first_seed
+        return None
+    if args.episodes is not None or args.first_seed is not None or args.ros:
+        raise SystemExit("act-sim eval: --suite fixes the seeds and the object count: drop --episodes, --first-seed "
+                         "(and --ros: the graph runs a range of seeds)")
+    try:
+        chosen = suite(args.suite)
+    except ValueError as error:
+        raise SystemExit(f"act-sim eval: --suite: {error}") from None
+    problems = replay_pins(chosen)
+    if problems:
+        raise SystemExit(f"act-sim eval: the simulator no longer gives suite {chosen.label}'s episodes "
+                         f"({'; '.join(problems)}): its results would not compare with earlier ones; a new version "
+                         "of the suite (act_node/suites.py) pins the new episodes")
+    args.episodes, args.first_seed, args.objects = len(chosen.seeds), chosen.seeds[0], chosen.objects
+    print(f"act-sim eval: suite {chosen.label}: {chosen.about}; its {len(chosen.pins)} pinned episodes replay",
+          file=sys.stderr)
+    return chosen
 
 
 def _given_cameras(config: GraphConfig, rename_map: dict | None) -> dict[str, str]:
@@ -620,8 +647,11 @@ def main(argv: list[str] | None = None) -> None:
     evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")
     add_env_arguments(evaluate, None, None, cameras=None)
     evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
-    evaluate.add_argument("--episodes", type=int, default=10)
-    evaluate.add_argument("--first-seed", type=int, default=1000)
+    evaluate.add_argument("--episodes", type=int, default=None, help="default 10")
+    evaluate.add_argument("--first-seed", type=int, default=None, help="default 1000")
+    evaluate.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
+                          help="a fixed, versioned seed set instead of --episodes and --first-seed: pick-4, pick-6, "
+                          "pens-and-keys, cluttered (act_node/suites.py; the newest version unless @VERSION)")
     evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
     evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
                           "temporal ensembling)")

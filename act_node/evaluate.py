@@ -29,6 +29,7 @@ from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.report import draw_report, first_of_each_mode, outcome_summary, wilson_interval
+from act_node.suites import Suite
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import write_video
 
@@ -271,7 +272,8 @@ class EpisodeJournal:
 
 
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
-             ray: str | None = None, resume: bool = False, rename_map: dict[str, str] | None = None) -> dict:
+             ray: str | None = None, resume: bool = False, rename_map: dict[str, str] | None = None,
+             suite: Suite | None = None) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
     first `videos` episodes and of one episode of each mode that occurred (act_node.tabletop.outcomes; none when
@@ -281,10 +283,14 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
     KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
     seeds that journal lacks (a filmed seed also when it was not filmed into the video that is there), if its
-    header (journal_header: settings, checkpoint, package) is this evaluation's."""
+    header (journal_header: settings, checkpoint, package) is this evaluation's. `suite`: its seeds and object count
+    instead of config's (act_node.suites)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
+    if suite is not None:  # its seeds and object count (act_node.suites), whatever config says
+        seeds, config = list(suite.seeds), config.replace(objects=suite.objects, episodes=len(suite.seeds),
+                                                          first_seed=suite.seeds[0])
     if rename_map and ray is not None:
         raise ValueError("--rename_map runs in this process or in --workers; Ray tasks take none yet: drop --ray")
     policy = load_policy(config, rename_map)  # fails here, clearly, on a mismatched checkpoint
@@ -402,6 +408,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "outcome_stills": {mode: [str(still) for still in stills(seed)] for mode, seed in mode_seeds.items()
                            if all(still.is_file() for still in stills(seed))},
         "picture": str(out / "report.png"),
+        "suite": suite.to_dict() if suite is not None else None,  # act-sim eval --suite: which seed set, version
         "resumed_episodes": resumed,  # read from out/episodes.jsonl, run before (resume)
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
