@@ -39,6 +39,31 @@ def _parsed(path: Path, _size: int, _mtime_ns: int) -> dict:
     return json.loads(path.read_text())
 
 
+# a lerobot-train run folder keeps its pretrained_model folders here, the newest under "last"
+PRETRAINED_MODEL_PLACES = ("pretrained_model", "checkpoints/last/pretrained_model", "last/pretrained_model")
+
+
+def check_checkpoint_folder(checkpoint: str | Path, argument: str = "checkpoint:=") -> Path:
+    """The folder, when it is a LeRobot pretrained_model folder (it holds config.json); else ValueError in one line
+    naming what was given and the folder expected: a missing folder, a file, or a lerobot-train run folder (or a
+    checkpoints/<step> folder) given instead of its pretrained_model."""
+    path = Path(checkpoint).expanduser()
+    expected = "a LeRobot pretrained_model folder (config.json, model.safetensors, the processors)"
+    if not path.exists():
+        raise ValueError(f"{argument}{checkpoint}: no such folder; expected {expected}, e.g. "
+                         f"<lerobot-train output_dir>/checkpoints/last/pretrained_model")
+    if not path.is_dir():
+        raise ValueError(f"{argument}{checkpoint} is a file; expected {expected}")
+    if (path / "config.json").is_file():
+        return path
+    for place in PRETRAINED_MODEL_PLACES:
+        if (path / place / "config.json").is_file():
+            raise ValueError(f"{argument}{checkpoint} is not a pretrained_model folder (no config.json) but holds "
+                             f"one: give {argument}{path / place}")
+    raise ValueError(f"{argument}{checkpoint} holds no config.json; expected {expected}, e.g. "
+                     f"<lerobot-train output_dir>/checkpoints/last/pretrained_model")
+
+
 def checkpoint_cameras(checkpoint: str | Path) -> dict[str, tuple[int, int]]:
     """{camera: (H, W)} a checkpoint was trained on, from its config.json; ValueError if unreadable."""
     config = Path(checkpoint) / "config.json"

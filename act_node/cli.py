@@ -15,6 +15,8 @@
                    act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
                    (record:=DIR records the graph's episodes; teleop:=leader leader_port:=... a leader arm drives)
   act-sim bag2dataset  a rosbag2 bag of the graph (MCAP or sqlite3) to a LeRobotDataset, as the recorder node
+  act-sim ctl      the ros2 CLI calls docs/arm.md asks for, without a ROS install: stop, estop, reset, run TASK,
+                   end, record-start, record-stop, record-discard, target X Y, bag OUT
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -74,9 +77,12 @@ def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
 
 
 def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> EpisodeResult:
-    """One seeded episode under the scripted expert; appends captioned frames if a list is given.
+    """One seeded episode under the scripted expert, its steps executed as the graph executes them (the velocity
+    bound: act_node.stepping.executed); appends captioned frames if a list is given.
     A scene the expert cannot plan is a failed episode of no steps, with the reason in `unplannable`."""
-    return run_episode(env, ScriptedExpert(env), seed, frames=frames)
+    from act_node.stepping import executed
+
+    return run_episode(env, executed(env, ScriptedExpert(env)), seed, frames=frames)
 
 
 def cmd_video(args: argparse.Namespace) -> None:
@@ -503,7 +509,20 @@ def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
     return run_processes(describe(**arguments), timeout_s=timeout_s)
 
 
+def show_launch_arguments() -> str:
+    """Every name:=value argument with its description and default, as `ros2 launch --show-args` lists them."""
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS
+
+    lines = ["Arguments (pass arguments as '<name>:=<value>'):", ""]
+    for name, (default, description) in LAUNCH_ARGUMENTS.items():
+        lines += [f"    '{name}':", f"        {description}", f"        (default: '{default}')", ""]
+    return "\n".join(lines)
+
+
 def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
+    if args.show_args:
+        print(show_launch_arguments())
+        return
     arguments = {}
     for item in extra:
         name, sep, value = item.partition(":=")
@@ -515,6 +534,12 @@ def cmd_launch(args: argparse.Namespace, extra: list[str]) -> None:
     except ValueError as error:
         raise SystemExit(f"act-sim launch: {error}") from None
     raise SystemExit(code)
+
+
+def cmd_ctl(_args: argparse.Namespace, extra: list[str]) -> None:
+    from act_node.nodes.ctl import main as ctl
+
+    raise SystemExit(ctl(extra))
 
 
 def eval_over_ros(args: argparse.Namespace) -> None:
@@ -745,9 +770,24 @@ def main(argv: list[str] | None = None) -> None:
                         help="only this stage (repeat for more); default: all of the kind's, in order")
     recipe.set_defaults(run=cmd_recipe)
 
-    launch = commands.add_parser("launch", help="start the ROS 2 graph (arguments as name:=value)")
+    from act_node.nodes.graph import LAUNCH_ARGUMENTS
+
+    launch = commands.add_parser(
+        "launch", help="start the ROS 2 graph (arguments as name:=value)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The node graph of launch/sim.launch.py (robot:=so101: launch/so101.launch.py) as processes, "
+                    "without the launch package: act-sim launch [name:=value ...]",
+        epilog="name:=value arguments (--show-args describes each):\n  "
+               + "\n  ".join(textwrap.wrap(", ".join(LAUNCH_ARGUMENTS), 100)))
+    launch.add_argument("--show-args", action="store_true",
+                        help="list every name:=value argument with its description and default, then exit")
     launch.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     launch.set_defaults(run=cmd_launch, passes_extra=True)
+
+    ctl = commands.add_parser("ctl", add_help=False, help="what docs/arm.md asks of the ros2 CLI, without one: "
+                              "stop | estop | reset | run TASK | end | record-start | record-stop | record-discard | "
+                              "target X Y | bag OUT (act-sim ctl --help)")
+    ctl.set_defaults(run=cmd_ctl, passes_extra=True)
 
     bags = commands.add_parser("bag2dataset", help="a rosbag2 bag (MCAP or sqlite3) of the graph to a LeRobotDataset")
     bags.add_argument("bag", help="the bag's folder (or file), as ros2 bag record wrote it")

@@ -28,6 +28,7 @@ Defaults, and why:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,8 @@ from act_node.checkpoints import (
     trained_renderer,
 )
 from act_node.chunks import ENSEMBLE_COEFF, MERGE_RULES
-from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, RENDER_CHOICES
+from act_node.observation import requested_kind
+from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, KIND_NAMES, RENDER_CHOICES
 
 FPS = 30
 CHUNK_SIZE = 100
@@ -143,9 +145,7 @@ class GraphConfig:
     def from_arguments(cls, arguments: dict[str, str]) -> GraphConfig:
         """A checked config from launch-argument strings (name:=value); unknown names are refused."""
         known = cls.launch_arguments()
-        unknown = sorted(set(arguments) - set(known))
-        if unknown:
-            raise ValueError(f"unknown launch arguments {unknown}; known: {sorted(known)}")
+        refuse_unknown_arguments(arguments, known)
         values = {}
         for spec in dataclasses.fields(cls):
             if spec.name in arguments:
@@ -219,6 +219,32 @@ class GraphConfig:
 
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)
+
+
+def refuse_unknown_arguments(given, known) -> None:
+    """ValueError in one line when `given` names a launch argument not in `known`: each with the nearest known name
+    (dryrun -> dry_run), then every known name."""
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return
+    guesses = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        guesses.append(f"{name} (did you mean {near[0]}?)" if near else name)
+    raise ValueError(f"unknown launch arguments: {', '.join(guesses)}; known: {', '.join(sorted(known))} "
+                     f"(act-sim launch --show-args describes each)")
+
+
+def task_kind(task: str) -> str:
+    """The object kind a task text asks for ("pick up the cup" -> "cup"); ValueError in one line when it asks for
+    none of the kinds the table-top knows (a policy fed the request, the expert and the selector need one)."""
+    kind = requested_kind(task)
+    if kind not in KIND_NAMES:
+        asked = (f"asks for {kind!r}, which is no kind of the table-top" if kind
+                 else "does not read 'pick up the <kind>'")
+        raise ValueError(f"task:={task!r} {asked}: expected 'pick up the <kind>' with a kind among "
+                         f"{', '.join(KIND_NAMES)}")
+    return kind
 
 
 def shipped_checkpoint() -> str:

@@ -49,8 +49,9 @@ class EpisodeResult:
     lifted: list[str] = field(default_factory=list)  # kinds up at the episode's end (a distractor, say)
     unplannable: str | None = None  # why the expert could not plan the scene (then no step ran)
     held_after_success: bool | None = None  # after `after_success` frames: still up and held (None: not asked)
-    policy_calls: int = 0
-    mean_inference_s: float = 0.0
+    policy_calls: int = 0  # chunks the policy computed for the episode (the graph: the chunks the sim took from it)
+    # its mean time a chunk (the graph: the policy node's own, act/inference_latency); None: nobody said (the expert)
+    mean_inference_s: float | None = 0.0
     episode: int | None = None  # its number in a graph's run (the sim node), None in-process
     interrupted: str | None = None  # the sim node held ticks for want of any action (a node died): failed
     outcome: str | None = None  # why it ended: one of act_node.tabletop.outcomes.MODES (None: an older record)

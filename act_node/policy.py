@@ -22,7 +22,7 @@ from lerobot.envs.utils import preprocess_observation
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
-from act_node.checkpoints import read_json
+from act_node.checkpoints import check_checkpoint_folder, read_json
 from act_node.observation import ENV_LAYOUTS, environment_layout, environment_state_names
 
 __all__ = ["ACTION", "OBS_ENV_STATE", "OBS_IMAGES", "OBS_STATE", "CheckpointMismatch", "ChunkPolicy", "FeatureSpec",
@@ -88,6 +88,22 @@ def check_features(config: Any, spec: FeatureSpec) -> list[str]:
         problems.append(f"action: the checkpoint outputs shape {tuple(action.shape)}, the arm takes "
                         f"({spec.action_dim},) ({', '.join(so101.JOINT_NAMES)})")
     return problems
+
+
+def resized_frame(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(H, W, 3) uint8 -> (size[0], size[1], 3) uint8: a camera frame at the size a checkpoint (or the yaw reader)
+    was trained on, resized as LeRobot's ImageCropResizeProcessorStep resizes (torchvision's bilinear resize with
+    antialiasing on [0, 1] floats, clamped), then rounded back to uint8. A frame of that size already is returned
+    as it is (in-process evaluation renders at the checkpoint's size: nothing changes there)."""
+    image = np.asarray(image)
+    if image.shape[:2] == tuple(size):
+        return image
+    from lerobot.processor.hil_processor import ImageCropResizeProcessorStep
+
+    key = f"{OBS_IMAGES}.frame"
+    tensor = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1)[None].float() / 255.0  # (1, 3, H, W)
+    out = ImageCropResizeProcessorStep(resize_size=tuple(size)).observation({key: tensor})[key]
+    return (out[0].permute(1, 2, 0) * 255.0).round().to(torch.uint8).numpy()  # (h, w, 3)
 
 
 def to_batch(observation: dict, task: str = "") -> dict[str, Any]:
@@ -172,8 +188,10 @@ class ChunkPolicy:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
         path = Path(path)
-        if not path.is_dir():
-            raise FileNotFoundError(f"checkpoint folder not found: {path}")
+        try:  # a missing folder, or a run folder given for its pretrained_model: named, with the folder expected
+            check_checkpoint_folder(path, argument="checkpoint ")
+        except ValueError as error:
+            raise FileNotFoundError(str(error)) from None
         missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{path} is not a LeRobot pretrained_model folder: missing {', '.join(missing)}")

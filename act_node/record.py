@@ -7,8 +7,17 @@ Features (LeRobot's SO-101 names and units):
                                  (act_node.observation.ENV_LAYOUTS; the names say which)
   observation.images.<camera>    (H, W, 3)     video
   action                         (6,) float32  joint position targets, same units as the state
-and the task text ("pick up the cup") per frame. Only successful episodes are kept by default: a failed
-demonstration teaches the failure; a seed whose scene the expert cannot plan counts as a failure.
+and the task text ("pick up the cup") per frame.
+
+The action is what the arm was sent (ACTION_CONTRACT "sent"), as LeRobot records a real arm's: the expert's steps
+go through the graph's chunk executor (act_node.stepping.ExecutedAgent: the joint ranges and the velocity bound
+the sim node applies, GraphConfig's defaults unless `config` says), which executes and records the command it
+sends, so `act-sim record` and the graph's recorder node write the same dataset for the same seeds.
+meta/act_node_action.json says so; a dataset without it was recorded before (act-sim record then executed and
+recorded the expert's plan unbounded: ACTION_CONTRACTS["planned"]), and is not resumed with the new contract.
+
+Only successful episodes are kept by default: a failed demonstration teaches the failure; a seed whose scene the
+expert cannot plan counts as a failure.
 
 An evaluation ends at the success (the object 5 cm up, held), so by default the recording does too. With
 `after_success=N` the expert's plan goes on for N more frames (the rest of the 8 cm lift, then the hold)
@@ -33,6 +42,8 @@ them every episode. So:
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import os
 import sys
@@ -46,8 +57,10 @@ from tqdm import tqdm
 
 from act_node import so101
 from act_node.checkpoints import dataset_renderer, write_renderer
+from act_node.config import GraphConfig
 from act_node.episodes import EpisodeStopped, run_episode
 from act_node.observation import dataset_frame, environment_state_names
+from act_node.stepping import ExecutedAgent, chunk_executor
 from act_node.stops import StopRequests
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
@@ -58,6 +71,14 @@ from act_node.takeover import Takeover, TakeoverAgent
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
 SEEDS_FILE = Path("meta") / "act_node_seeds.json"  # under the dataset root, beside LeRobot's info.json
+ACTION_FILE = Path("meta") / "act_node_action.json"  # which action contract made the dataset
+ACTION_CONTRACTS = {
+    "sent": "the command sent to the arm each tick, after the joint ranges and the velocity bound (the graph's "
+            "act/joint_command; act-sim record through the same executor)",
+    "planned": "the expert's planned step, executed and recorded without the velocity bound (act-sim record before "
+               "the action contract was written down; the graph's recorder recorded the sent command already)",
+}
+ACTION_CONTRACT = "sent"  # what this package records
 
 
 @dataclass(frozen=True)
@@ -184,7 +205,8 @@ class ResumeRefused(ValueError):
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
            on_saved: Callable[[int], None] | None = None, after_success: int = 0,
-           action_noise: float = 0.0, raw_maps=None, takeover: Takeover | None = None) -> RecordSummary:
+           action_noise: float = 0.0, raw_maps=None, takeover: Takeover | None = None,
+           config: GraphConfig | None = None) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
     Tries at most `max_attempts` seeds (default 3 * episodes). `on_saved(n)` runs after the n-th episode
@@ -194,8 +216,12 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     clean actions, meta/act_node_seeds.json each episode's scale). `raw_maps`: an act_node.vision.cache.RawMaps
     that gets every frame's raw camera images and keeps each saved episode's backbone maps (the recipe's).
     `takeover`: second attempts (act_node.takeover): its policy acts from reset and the expert takes over where
-    it goes wrong; only the expert's part is recorded, and a seed the policy succeeds on is skipped."""
+    it goes wrong; only the expert's part is recorded, and a seed the policy succeeds on is skipped.
+    `config`: the graph settings the actions are executed with (the velocity bound; default: GraphConfig's, the
+    graph's), through the sim node's executor; the recorded action is the command it sent."""
     root = Path(root)
+    config = config or GraphConfig(policy="expert", fps=env.fps)
+    executor = chunk_executor(config, env.table.robot.lower, env.table.robot.upper)
     ActionNoise(action_noise, 0)  # refuses a negative or non-finite scale before anything is written
     if takeover is not None and action_noise:
         raise ValueError("action noise pushes the expert off its own plan from reset; a takeover's expert plans "
@@ -221,7 +247,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
             while dataset.meta.total_episodes - start_episodes < episodes and seed < first + attempts:
                 outcome = _run_episode(env, agent, dataset, seed, stop, after_success,
                                        ActionNoise(action_noise, seed, lambda: expert.plan) if action_noise else None,
-                                       raw_maps)
+                                       raw_maps, executor)
                 if outcome == "stopped":
                     dropped = dataset.writer.episode_buffer["size"]
                     dataset.clear_episode_buffer()
@@ -278,12 +304,13 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
 
 
 def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, dataset, seed: int, stop: StopRequests,
-                 after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None) -> str:
+                 after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None, executor=None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
     buffered), "policy success" or "not taken over" (a takeover's policy succeeded, or failed without the
     expert taking over: no expert frames, nothing to keep) or "stopped" (a stop was
     requested before the episode ended). With `after_success`, a success goes on for that many frames and
-    counts only if the object is still up and held after them. Only the expert's actions are buffered."""
+    counts only if the object is still up and held after them. Only the expert's actions are buffered, each as
+    the command `executor` (act_node.chunks.ChunkExecutor) sent; noise is added after it, to what the arm does."""
     def add(observation: dict, action) -> None:
         if not getattr(agent, "expert_acting", True):
             return  # a takeover's policy acting: its actions are not demonstrations
@@ -294,7 +321,8 @@ def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, data
     if raw_maps is not None:
         raw_maps.discard()
     try:
-        result = run_episode(env, agent, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
+        executed = agent if executor is None else ExecutedAgent(env, agent, executor)
+        result = run_episode(env, executed, seed, after_success=after_success, stop=lambda: bool(stop.signal_name),
                              execute=noise, on_step=add)
     except EpisodeStopped:
         return "stopped"
@@ -325,14 +353,62 @@ def create_dataset(env: PickObjectEnv | DatasetSpec, repo_id: str, root: Path, f
     if root.exists() and any(root.iterdir()):
         raise FileExistsError(f"dataset folder {root} already exists and is not empty: choose another --root, "
                               f"or add --resume to append to it")
+    quiet_encoder()
     dataset = LeRobotDataset.create(repo_id=repo_id, fps=env.fps, features=dataset_features(env), root=root,
                                     robot_type=getattr(env, "robot_type", ROBOT_TYPE), use_videos=True,
-                                    image_writer_threads=image_writer_threads)
+                                    image_writer_threads=image_writer_threads, video_backend=video_backend())
     seeds = SeedRecord([], first_seed, env.object_count, after_success)
     seeds.write(root)
+    write_action_contract(root)
     if env.renderer is not None:  # what drew the images: a checkpoint of it is evaluated with the same
         write_renderer(root / "meta", env.renderer)
     return dataset, seeds
+
+
+@functools.cache
+def video_backend() -> str:
+    """LeRobot's video decoder here: "torchcodec" where it loads (it needs FFmpeg's shared libraries), else "pyav".
+    Chosen before LeRobot would choose: its own fallback logs torchcodec's loading traceback (some 90 lines, one
+    per FFmpeg version tried) before it goes on with PyAV, which works."""
+    try:
+        importlib.import_module("torchcodec")
+    except (ImportError, OSError, RuntimeError):
+        return "pyav"
+    return "torchcodec"
+
+
+def quiet_encoder() -> None:
+    """SVT-AV1 (LeRobot's video encoder, through PyAV) prints its version, its configuration and two warnings about
+    its own settings, some 20 lines a video, to stderr: from here on it says its errors only (a user's SVT_LOG wins);
+    and the `datasets` library's "Map" bar for each saved episode goes, the recording's own bar stays."""
+    os.environ.setdefault("SVT_LOG", "1")
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
+
+
+def write_action_contract(root: Path) -> None:
+    """meta/act_node_action.json: the dataset's action is ACTION_CONTRACT."""
+    path = Path(root) / ACTION_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"action": ACTION_CONTRACT, "means": ACTION_CONTRACTS[ACTION_CONTRACT]}, indent=1)
+                    + "\n")
+
+
+def action_contract(root: Path) -> str | None:
+    """Which action contract recorded the dataset at `root` (a key of ACTION_CONTRACTS); None: recorded before
+    the contract was written down (by act-sim record: "planned"). ValueError for a file that does not read."""
+    path = Path(root) / ACTION_FILE
+    if not path.is_file():
+        return None
+    try:
+        contract = json.loads(path.read_text())["action"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path} does not read as an action contract ({error!r}); expected "
+                         f'{{"action": one of {list(ACTION_CONTRACTS)}}}') from None
+    if contract not in ACTION_CONTRACTS:
+        raise ValueError(f"{path} names action contract {contract!r}; known: {list(ACTION_CONTRACTS)}")
+    return contract
 
 
 def resume_dataset(env: PickObjectEnv | DatasetSpec, repo_id: str, root: Path, first_seed: int | None = None,
@@ -343,11 +419,22 @@ def resume_dataset(env: PickObjectEnv | DatasetSpec, repo_id: str, root: Path, f
     if not (root / "meta" / "info.json").is_file():
         raise FileNotFoundError(f"nothing to resume at {root}: no meta/info.json (record without --resume first)")
     try:
-        dataset = LeRobotDataset.resume(repo_id=repo_id, root=root, image_writer_threads=image_writer_threads)
+        quiet_encoder()
+        dataset = LeRobotDataset.resume(repo_id=repo_id, root=root, image_writer_threads=image_writer_threads,
+                                        video_backend=video_backend())
     except Exception as error:  # pyarrow's errors have no common base worth naming
         raise ResumeRefused(f"cannot resume {root}: its metadata does not load ({type(error).__name__}: {error}); "
                          f"it was probably written by a recorder that was killed before finalizing") from error
     mismatch = _settings_mismatch(dataset, env)
+    try:
+        contract = action_contract(root)
+    except ValueError as error:
+        mismatch.append(str(error))
+    else:
+        if contract != ACTION_CONTRACT:
+            said = contract or "none written (recorded before the contract was: act-sim record's was 'planned')"
+            mismatch.append(f"action: recorded {said}, this run {ACTION_CONTRACT!r} "
+                            f"({ACTION_CONTRACTS[ACTION_CONTRACT]})")
     seeds = SeedRecord.read(root)
     if seeds is not None and env.object_count is not None and seeds.objects != env.object_count:
         mismatch.append(f"objects: recorded {seeds.objects}, this run {env.object_count}")

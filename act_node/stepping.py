@@ -9,7 +9,9 @@
     step() -> command (limits, velocity bound, stale hold) -> TableTop.step -> Tick (done, result)
 
 `RealtimeClock` says how many ticks the wall clock has made due; `CameraSchedule` which cameras to render at
-a tick. Time is sim time: tick / fps, monotonic across episodes (a fresh tick starts each episode, so nothing of
+a tick. `ExecutedAgent` runs an in-process agent's actions through the same executor (`chunk_executor`): what
+`act-sim record` executes and records is the command the sim node sends, after the limits and the bound.
+Time is sim time: tick / fps, monotonic across episodes (a fresh tick starts each episode, so nothing of
 the last episode's chunks applies). `SimEpisodes` counts holds and clamps per episode and reports them in
 the EpisodeResult; `VideoWriter` encodes finished episodes on a thread of its own, so a ROS executor never
 waits for ffmpeg.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from act_node import so101
 from act_node.chunks import Chunk, ChunkExecutor
 from act_node.config import GraphConfig
 from act_node.episodes import EpisodeResult
@@ -62,6 +65,55 @@ class Tick:
     command: np.ndarray | None = None  # (6,) radians: what the executor sent the arm this tick
 
 
+def chunk_executor(config: GraphConfig, lower: np.ndarray, upper: np.ndarray) -> ChunkExecutor:
+    """The executor the graph runs for `config` (joint ranges `lower`, `upper` in radians): its merge rule,
+    velocity bound and staleness; the sim node's and `act-sim record`'s."""
+    merge, coeff = config.chunk_merge()
+    return ChunkExecutor(config.fps, lower, upper, config.max_velocity, merge=merge, ensemble_coeff=coeff,
+                         stale_after_s=config.stale_after_s())
+
+
+class ExecutedAgent:
+    """An in-process agent (act_node.episodes.Agent) whose actions reach the arm as the sim node's do: each tick's
+    action goes to `executor` as a chunk for that tick, and what the agent returns to the episode is the
+    executor's command (joint ranges, velocity bound from the last command), in LeRobot units. So a recorder
+    that records `act` records the action sent, as the graph's recorder records act/joint_command. For the
+    expert the commands equal the graph's: there its chunks are windows of the one plan made at reset, so the
+    executor is handed the same step for each tick. Other attributes are the agent's (`calls`, `expert_acting`)."""
+
+    def __init__(self, env, agent, executor: ChunkExecutor):
+        self.env, self.agent, self.executor = env, agent, executor
+        self.tick = 0
+        self.last: object = None  # the last act_node.chunks.Command: held, why, joints clamped
+
+    def __getattr__(self, name: str):
+        return getattr(self.agent, name)
+
+    def reset(self, observation: dict) -> None:
+        self.agent.reset(observation)  # the expert plans here (Unreachable goes to the episode runner)
+        self.executor.reset(self.env.table.robot.joint_positions())
+        self.tick, self.last = 0, None
+
+    def needs_observation(self) -> bool:
+        return self.agent.needs_observation()
+
+    def act(self, observation: dict | None) -> np.ndarray:
+        """The command sent this tick (6,) float32, LeRobot units."""
+        now_s = self.tick / self.executor.fps
+        wanted = so101.from_lerobot(np.asarray(self.agent.act(observation), dtype=np.float64))
+        self.executor.add(Chunk(now_s, wanted[None]), now_s)
+        self.last = self.executor.next_command(now_s, self.env.table.robot.joint_positions())
+        self.tick += 1
+        return so101.to_lerobot(self.last.positions).astype(np.float32)
+
+
+def executed(env, agent, config: GraphConfig | None = None) -> ExecutedAgent:
+    """`agent` over `env` with its actions executed as the graph executes them under `config` (default: the
+    graph's defaults for the expert: its velocity bound, merge replace)."""
+    config = config or GraphConfig(policy="expert", fps=env.fps)
+    return ExecutedAgent(env, agent, chunk_executor(config, env.table.robot.lower, env.table.robot.upper))
+
+
 class SimEpisodes:
     """The table-top, a chunk executor and episode bookkeeping; the sim node calls these from ROS callbacks."""
 
@@ -70,10 +122,7 @@ class SimEpisodes:
         self.fps = config.fps
         self.table = TableTop(camera_specs(config.cameras, *config.image_size), config.fps,
                               config.sim_renderer())
-        merge, coeff = config.chunk_merge()
-        self.executor = ChunkExecutor(config.fps, self.table.robot.lower, self.table.robot.upper,
-                                      config.max_velocity, merge=merge, ensemble_coeff=coeff,
-                                      stale_after_s=config.stale_after_s())
+        self.executor = chunk_executor(config, self.table.robot.lower, self.table.robot.upper)
         self.replan_every = config.replan_ticks()
         self.next_seed = config.first_seed
         self.episodes_left = config.episodes or None  # None: serve episodes until stopped
@@ -102,6 +151,8 @@ class SimEpisodes:
         self.executor.reset(self.table.robot.joint_positions())
         self.running, self.start_tick, self.sum_reward, self.max_reward = True, self.tick, 0.0, 0.0
         self.held_ticks = self.clamped_ticks = self.clamped_joints = 0
+        self.policy_chunks: set[float] = set()  # the stamps of the policy's chunks taken this episode
+        self.inference_s: list[float] = []  # the policy's own time for each chunk, as it said it this episode
         self.target_xy = None
         self.start = EpisodeStart(self.episode, seed, self.table.task.task, self.now_s,
                                   self.table.task.object_states(), self.table.world.client.name)
@@ -121,6 +172,8 @@ class SimEpisodes:
         return EpisodeResult(self.start.seed, self.start.task, success, self.tick - self.start_tick, self.sum_reward,
                              self.max_reward, clamped_joints=self.clamped_joints, clamped_ticks=self.clamped_ticks,
                              held_ticks=self.held_ticks, target_error_m=error, lifted=self.table.task.lifted(),
+                             policy_calls=len(self.policy_chunks),
+                             mean_inference_s=float(np.mean(self.inference_s)) if self.inference_s else None,
                              episode=self.start.episode, outcome=self.table.watch.mode(success),
                              outcome_facts=self.table.watch.facts.to_dict())
 
@@ -133,6 +186,19 @@ class SimEpisodes:
         if self.start is None or stamp_s < self.start.stamp_s - 0.5 / self.fps:
             return None
         return self.executor.add(Chunk(stamp_s, actions_rad), self.now_s)
+
+    def policy_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int | None:
+        """`add_chunk` for a chunk from the policy (or the expert): each one taken for the running episode is a
+        call of the policy, counted once (a chunk said again to a re-sent observation has its stamp)."""
+        dropped = self.add_chunk(stamp_s, actions_rad)
+        if dropped is not None and self.running:
+            self.policy_chunks.add(round(stamp_s * self.fps))
+        return dropped
+
+    def policy_inference(self, seconds: float) -> None:
+        """The policy's own time for a chunk (act/inference_latency), counted in the running episode's mean."""
+        if self.running and math.isfinite(seconds) and seconds >= 0:
+            self.inference_s.append(float(seconds))
 
     def ready(self) -> bool:
         """Lockstep: this tick's action is queued, and at a re-plan tick it comes from the answering chunk."""

@@ -11,6 +11,9 @@ import sys
 import threading
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# a node's exit code when it refused to start (a bad parameter, a missing or wrong checkpoint): started again it
+# would refuse again, so a launcher ends the graph on it even under respawn:=true (act_node.nodes.runner)
+REFUSED = 2
 
 
 class StopRequests:

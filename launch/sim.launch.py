@@ -8,6 +8,7 @@ The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the
     the sim exits 0 (its episodes are done)  -> Shutdown: every node gets SIGINT, the launch exits 0
     a node exits 0 before that (stopped)     -> Shutdown, the launch exits 0
     a node fails (any other code)            -> GraphFailed names it: Shutdown, the launch exits 1
+    a node refuses to start (code 2)         -> the same, respawn:=true or not (it would refuse again)
     Ctrl-C                                   -> launch's own Shutdown; exits during it are not failures
     respawn:=true and a node other than the sim exits or dies -> launch_ros restarts it after
                                                 RESPAWN_DELAY_S; the sim holds meanwhile
@@ -25,53 +26,20 @@ act_node/description.py), which turns joint_states into TF, and with rviz:=true 
 share/act_node/launch/rviz/act_node.rviz.
 """
 
-from launch.actions import DeclareLaunchArgument, EmitEvent, LogInfo, OpaqueFunction, RegisterEventHandler
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
-from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from act_node.dds import profile_environment
 from act_node.description import robot_description
-from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, SIM_LOST, describe, namespace_of
+from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe, namespace_of
+from act_node.nodes.launch_exits import GraphFailed, node_exited, sim_exited  # noqa: F401 (GraphFailed: tests)
 from act_node.paths import share_dir
 from act_node.stops import launcher_environment
 from launch import LaunchDescription
 
 VIEWER_ARGUMENTS = {"rviz": ("false", "true: start RViz with the package's config (needs rviz2)")}
-
-
-class GraphFailed(RuntimeError):
-    """A node of the graph ended before the sim's episodes were done. Raised from an exit handler, it makes
-    LaunchService log it, shut everything down and return 1."""
-
-
-def sim_exited(respawn: bool):
-    def exited(event, context):
-        if context.is_shutdown:
-            return None  # stopped from outside (Ctrl-C): the sim said itself what was left undone
-        if respawn and event.returncode < 0:  # killed: the others wait for a sim
-            return [LogInfo(msg=SIM_LOST.format(how=f"was killed by signal {-event.returncode}"))]
-        if event.returncode == 0:  # its episodes are done, or a stop signal came first (it said what was left)
-            return [LogInfo(msg="the sim node ended (exit 0): stopping the graph"),
-                    EmitEvent(event=Shutdown(reason="the sim node ended"))]
-        raise GraphFailed(f"the sim node exited with code {event.returncode} before its episodes were done")
-    return exited
-
-
-def node_exited(name: str, respawn: bool):
-    def exited(event, context):
-        if context.is_shutdown:
-            return None
-        if respawn:  # launch_ros starts it again
-            return [LogInfo(msg=f"node {name} ended (code {event.returncode}): respawning it in {RESPAWN_DELAY_S:g} s "
-                                "(respawn:=true)")]
-        if event.returncode == 0:  # stopped by a signal: a Ctrl-C that reached it before launch handled its own
-            return [LogInfo(msg=f"node {name} was stopped (exit 0): stopping the graph"),
-                    EmitEvent(event=Shutdown(reason=f"node {name} was stopped"))]
-        raise GraphFailed(f"node {name} exited with code {event.returncode} while the graph was running "
-                          "(a refusal at start has exit code 2 and says why above)")
-    return exited
 
 
 def graph(context):

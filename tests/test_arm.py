@@ -137,7 +137,8 @@ def test_configure_refuses_listing_every_problem(bus, tmp_path):
     assert "'wrist_flex': register Homing_Offset = 95" in text and "homing_offset = 135" in text
     assert "'wrist_flex': register Max_Position_Limit" in text
     assert "-100..100" in text
-    assert len(refused.value.problems) == 4
+    assert "disagree with" in text and "then ENTER writes the file's values to the servos" in text  # said once
+    assert len(refused.value.problems) == 5
     assert not any(bus.torques().values())
     assert not [w for w in bus.writes if w.register in ("Torque_Enable", "Goal_Position")]
 

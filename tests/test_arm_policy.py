@@ -76,6 +76,37 @@ def test_a_run_starts_at_start_up_and_on_act_run_and_ends_on_an_empty_one(ros, t
         retire(ros, operator, node)
 
 
+def test_a_task_of_no_kind_is_refused_at_start_and_on_act_run_and_the_remapped_target_is_named(ros,
+                                                                                                tiny_checkpoint):
+    """The tiny checkpoint is fed the request: a task asking for no kind refuses the node at start (exit 2 under the
+    runner) and is refused on /act/run while the run under way goes on; the target's topic is named as resolved."""
+    from act_node.nodes.policy_node import PolicyNode
+
+    def policy(task: str) -> PolicyNode:
+        return PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(tiny_checkpoint)),
+                                               Parameter("run_on_start", value=True), Parameter("task", value=task)],
+                          cli_args=["--ros-args", "-r", "target/point:=/clicked_point"])
+
+    with pytest.raises(ValueError, match="task:='pick up the banana' asks for 'banana', which is no kind"):
+        policy("pick up the banana")
+    operator = Operator()
+    ros.add_node(operator)
+    node = policy("pick up the cup")
+    ros.add_node(node)
+    try:
+        assert node.target_topic == "/clicked_point"
+        operator.run.publish(String(data="pick up the banana"))
+        time.sleep(1.0)
+        assert node.task == "pick up the cup" and node.episode_start_s is not None
+        operator.run.publish(String(data="pick up the box"))
+        assert wait_for(lambda: node.task == "pick up the box")
+        operator.run.publish(String(data=""))
+        assert wait_for(lambda: node.episode_start_s is None)
+        time.sleep(0.3)
+    finally:
+        retire(ros, operator, node)
+
+
 def test_so101_graph_has_the_arm_cameras_and_a_policy_running_from_the_start():
     specs = describe(robot="so101", port="/dev/ttyACM0", id="arm1", camera_devices="0,/dev/video2",
                      task="pick up the cup", policy="expert", rest_pose="0,-1.5,1.5,0.8,0,0", dry_run="true",

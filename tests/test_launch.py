@@ -316,14 +316,21 @@ def test_the_nodes_die_with_act_sim_even_when_it_is_killed(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_node_that_fails_at_start_ends_the_graph_and_is_named(tmp_path):
-    missing = tmp_path / "no_such_checkpoint"
-    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={missing}", "replan_every:=10",
-                                *SMALL_GRAPH[1:])
+@pytest.mark.parametrize("respawn", ["false", "true"])
+def test_a_node_that_fails_at_start_ends_the_graph_and_is_named(tmp_path, respawn):
+    """A refusal at start ends the graph at once, non-zero, under respawn:=true too (started again, it would
+    refuse again: the graph would stay up doing nothing)."""
+    broken = tmp_path / "no_weights"  # a config.json and nothing else: the launch's check passes, the node refuses
+    broken.mkdir()
+    (broken / "config.json").write_text('{"n_action_steps": 10}')
+    graph, marker = start_graph(tmp_path, "policy:=act", f"checkpoint:={broken}", "replan_every:=10",
+                                f"respawn:={respawn}", *SMALL_GRAPH[1:])
     log = finish(graph, marker, tmp_path)
+    assert "respawning" not in log, log[-3000:]
     assert graph.returncode == 2, log[-3000:]
-    assert f"act_policy_node: refusing to start: checkpoint folder not found: {missing}" in log
-    assert "act-sim launch: node act_policy exited with code 2" in log
+    assert f"act_policy_node: refusing to start: {broken} is not a LeRobot pretrained_model folder: missing " \
+           "model.safetensors" in log
+    assert "act-sim launch: node act_policy refused to start (exit code 2, why above); stopping the graph" in log
 
 
 
@@ -548,8 +555,10 @@ def test_the_launch_ends_when_the_sim_is_done_or_any_node_fails():
         sim_handler.handle(exit_event(sim, 1), context)
     refused = exit_event(expert, 2)
     expert_handler = next(h for h in handlers if h.matches(refused))
-    with pytest.raises(module.GraphFailed, match="node act_expert exited with code 2 while the graph was running"):
+    with pytest.raises(module.GraphFailed, match="node act_expert refused to start"):
         expert_handler.handle(refused, context)  # LaunchService: shuts down, returns 1
+    with pytest.raises(module.GraphFailed, match="node act_expert exited with code 1 while the graph was running"):
+        expert_handler.handle(exit_event(expert, 1), context)
     # Ctrl-C reached the selector before launch handled its own SIGINT: the selector's exit 0 (stopped by a
     # signal) ends the graph as the user's stop, it is no failure
     stopped = exit_event(selector, 0)
@@ -575,6 +584,8 @@ def test_with_respawn_the_launch_file_restarts_a_node_instead_of_failing():
     handler = next(h for h in handlers if h.matches(killed))
     said = handler.handle(killed, context)  # no GraphFailed: launch_ros starts it again
     assert len(said) == 1 and isinstance(said[0], LogInfo)
+    with pytest.raises(module.GraphFailed, match="node act_expert refused to start"):  # it would refuse again
+        handler.handle(exit_event(expert, 2), context)
     with pytest.raises(module.GraphFailed, match="the sim node exited with code 1"):  # never the sim
         next(h for h in handlers if h.matches(exit_event(sim, 1))).handle(exit_event(sim, 1), context)
     for node, respawns in ((sim, False), (selector, True), (expert, True)):

@@ -195,10 +195,16 @@ def test_eval_command_refuses_a_mismatch_without_a_traceback(tiny_checkpoint, tm
 
 
 def test_a_folder_that_is_no_checkpoint_gets_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="missing config.json, model.safetensors"):
+    with pytest.raises(FileNotFoundError, match="holds no config.json; expected a LeRobot pretrained_model folder"):
         ChunkPolicy.load(tmp_path)
-    with pytest.raises(FileNotFoundError, match="checkpoint folder not found"):
+    with pytest.raises(FileNotFoundError, match="nowhere: no such folder; expected a LeRobot pretrained_model"):
         ChunkPolicy.load(tmp_path / "nowhere")
+    model = tmp_path / "run" / "checkpoints" / "last" / "pretrained_model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="run is not a pretrained_model folder .* give checkpoint "
+                                                ".*/run/checkpoints/last/pretrained_model$"):
+        ChunkPolicy.load(tmp_path / "run")
 
 
 def test_lerobot_eval_runs_in_this_env(tiny_checkpoint, tmp_path):

@@ -165,6 +165,40 @@ def test_the_dataset_says_what_drew_it_and_resume_refuses_another_renderer(inter
     assert_whole(root, len(saved_seeds(interrupted[0])))  # untouched
 
 
+def test_the_dataset_says_its_action_contract_and_resume_refuses_a_dataset_recorded_before(interrupted, tmp_path):
+    from act_node.record import ACTION_CONTRACT, ACTION_FILE, action_contract
+
+    root = tmp_path / "data"
+    shutil.copytree(interrupted[0], root)
+    assert action_contract(root) == ACTION_CONTRACT == "sent"
+    (root / ACTION_FILE).unlink()  # a dataset act-sim record wrote before the contract: its actions unbounded
+    assert action_contract(root) is None
+    env = tiny_env()
+    with pytest.raises(ValueError, match="cannot resume") as refused:
+        record(env, REPO_ID, root, episodes=1, resume=True)
+    env.close()
+    assert "action: recorded none written" in str(refused.value)
+    assert_whole(root, len(saved_seeds(interrupted[0])))  # untouched
+
+
+def test_act_sim_prints_no_banner_and_record_no_traceback(tmp_path):
+    """pybullet's build-time banner, torchcodec's loading traceback where FFmpeg's libraries are missing (LeRobot
+    falls back to PyAV: act_node.record.video_backend chooses it first), SVT-AV1's configuration: none on screen."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SVT_LOG", None)
+    shown = subprocess.run([sys.executable, "-m", "act_node.cli", "--help"], capture_output=True, text=True, env=env,
+                           timeout=120)
+    assert shown.returncode == 0 and shown.stderr == "" and shown.stdout.startswith("usage: act-sim"), shown
+    args = ["--episodes", "1", "--objects", "2", "--height", str(TINY_IMAGE[0]), "--width", str(TINY_IMAGE[1]),
+            "--target", "truth", "--root", str(tmp_path / "data")]
+    recorded = subprocess.run([sys.executable, "-m", "act_node.cli", "record", *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert json.loads(recorded.stdout)["episodes"] == 1, recorded.stdout
+    for noise in ("pybullet build time", "Traceback", "torchcodec", "Svt[", "Map:"):
+        assert noise not in recorded.stdout + recorded.stderr, (noise, recorded.stderr[-3000:])
+
+
 def test_record_refuses_a_used_folder_and_resume_an_empty_one(interrupted, tmp_path):
     env = tiny_env()
     with pytest.raises(FileExistsError, match="--resume"):

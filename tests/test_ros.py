@@ -233,7 +233,7 @@ def test_a_chunk_arrives_with_names_points_spacing_and_stamp(policy):
 
 
 @pytest.mark.parametrize("bad", [
-    dict(encoding="mono8"), dict(encoding="yuv422"), dict(size=(24, 32)),
+    dict(encoding="mono8"), dict(encoding="yuv422"),
     dict(joints=np.array([0, 0, math.nan, 0, 0, 0.0])),
     dict(names=("a", "b", "c", "d", "e", "f")),
     dict(names=so101.JOINT_NAMES[:5] + ("thumb",)),
@@ -247,6 +247,20 @@ def test_bad_input_leaves_the_node_running_and_publishes_nothing_built_on_it(pol
     assert wait_for(lambda: probe.chunks, seconds=30.0), "the node stopped answering"
     stamps = [messages.seconds_of(chunk.header.stamp) for chunk in probe.chunks]
     assert stamps == pytest.approx([stamp + 0.05]), f"a chunk was built on {bad}: stamps {stamps}"
+
+
+def test_frames_of_another_size_are_resized_to_the_checkpoints_and_answered_alike(policy):
+    """A camera at 96x128 or 240x320 for a 48x64 checkpoint: each frame is resized as LeRobot resizes
+    (act_node.policy.resized_frame); a uniform frame stays the same uniform frame, so the chunks are equal."""
+    node, probe = policy
+    probe.chunks.clear()
+    stamp = next(STAMPS)
+    for k, size in enumerate([TINY_IMAGE, (96, 128), (240, 320)]):
+        probe.observe(stamp + 0.05 * k, size=size)
+        assert wait_for(lambda k=k: len(probe.chunks) > k, seconds=30.0), f"no chunk for frames of {size}"
+    chunks = [messages.chunk_actions(chunk, 30)[1] for chunk in probe.chunks]
+    assert np.abs(chunks[1] - chunks[0]).max() < 1e-5 and np.abs(chunks[2] - chunks[0]).max() < 1e-5
+    assert node.frame_sizes == {"front": (240, 320), "wrist": (240, 320)}
 
 
 def test_a_checkpoint_without_images_answers_from_joints_and_target_alone(ros, tiny_state_checkpoint):
@@ -528,6 +542,9 @@ def test_ros_and_in_process_evaluation_of_a_checkpoint_agree(tiny_checkpoint, tm
         assert a["outcome"] == b["outcome"] and b["outcome"] is not None  # the graph's sim judges as in-process
         assert b["held_ticks"] == 0, "the sim held for want of an action: the two runs executed different commands"
         assert a["sum_reward"] == pytest.approx(b["sum_reward"], abs=1e-3)
+        # the graph's result counts the chunks the policy node sent for the episode: its calls, as in-process
+        assert b["policy_calls"] == a["policy_calls"] > 0, (a["policy_calls"], b["policy_calls"])
+        assert b["mean_inference_s"] > 0
 
 
 def test_the_policy_node_warns_when_the_sim_draws_with_another_renderer_than_its_checkpoint_saw(

@@ -7,7 +7,7 @@ import pytest
 
 from act_node import so101
 from act_node.config import GraphConfig
-from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter
+from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter, executed
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.planner import plan_window
@@ -127,6 +127,59 @@ def test_stepping_in_radians_matches_the_gym_env_in_lerobot_units():
         tick += 1
     sim.close()
     assert np.diff([0.0, *rewards]) == pytest.approx(env_rewards, abs=1e-6)
+
+
+def test_an_in_process_agent_through_executed_sends_the_sim_nodes_commands_at_the_default_bound():
+    """act-sim record's path (stepping.executed over the env) and the sim node's (SimEpisodes, chunks of the plan
+    every 30 ticks) send the same command each tick, the velocity bound on; and the bound changes the plan."""
+    config = GraphConfig(policy="expert", max_steps=150, target_source="truth", **TINY)
+    env = PickObjectEnv(**config.env_kwargs())
+    observation, _ = env.reset(seed=61003)
+    agent = executed(env, ScriptedExpert(env), config)
+    agent.reset(observation)
+    sent, planned = [], []
+    for tick in range(150):
+        sent.append(agent.act(observation))
+        planned.append(plan_window(agent.plan, tick, 1)[0])
+        env.act(sent[-1])
+    env.close()
+
+    sim = SimEpisodes(config.replace(first_seed=61003))
+    sim.start_episode()
+    commands, done = [], False
+    while not done:  # to the success (the expert's) or the step limit
+        tick = len(commands)
+        if tick % 30 == 0:
+            sim.policy_chunk(sim.now_s, so101.from_lerobot(plan_window(agent.plan, tick, 100)))
+        step = sim.step()
+        commands.append(so101.to_lerobot(step.command))
+        done = step.done
+    sim.close()
+    assert len(commands) > 60
+    assert np.abs(np.array(sent[:len(commands)]) - np.array(commands)).max() < 1e-3
+    assert np.abs(np.array(sent) - np.array(planned)).max() > 1.0  # the gripper's closing, spread by the bound
+
+
+def test_the_episode_result_counts_the_policys_chunks_and_its_own_inference_time(sim):
+    sim.start_episode()
+    stamp = sim.now_s
+    sim.policy_chunk(*hold_chunk(sim, stamp))
+    sim.policy_chunk(*hold_chunk(sim, stamp))  # the same answer again (a re-sent observation): one call
+    sim.policy_inference(0.02)
+    sim.add_chunk(*hold_chunk(sim, stamp))  # a leader's pose: no call of the policy
+    for _ in range(10):
+        sim.step()
+    sim.policy_chunk(*hold_chunk(sim, sim.now_s))
+    sim.policy_inference(0.04)
+    while not (tick := sim.step()).done:
+        pass
+    assert tick.result.policy_calls == 2 and tick.result.mean_inference_s == pytest.approx(0.03)
+    sim.policy_chunk(*hold_chunk(sim, sim.now_s))  # after the episode: not its call
+    sim.start_episode()
+    sim.policy_chunk(*hold_chunk(sim, sim.now_s))
+    while not (tick := sim.step()).done:
+        pass
+    assert tick.result.policy_calls == 1 and tick.result.mean_inference_s is None  # nobody said (the expert)
 
 
 def test_videos_are_written_off_the_caller_thread_and_failures_reported(tmp_path):

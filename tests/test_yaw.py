@@ -67,6 +67,27 @@ def test_the_reader_reads_how_a_pen_lies_from_the_two_cameras(reader):
     assert not np.any(reader.read(observation["pixels"], "ball"))  # round: nothing to read
 
 
+@pytest.mark.parametrize("size", [(120, 160), (480, 640)])
+def test_the_reader_reads_a_camera_of_another_size_resized_as_lerobot_resizes(reader, size):
+    """The same cameras drawn at 120x160 and 480x640 (a real camera's size) read the pen's yaw as at 96x128: each frame
+    is resized to the reader's size first (act_node.policy.resized_frame, LeRobot's resize step)."""
+    from act_node.policy import resized_frame
+    from act_node.tabletop.cameras import CameraRig, camera_specs
+
+    for seed in (2000, 2001, 2002):
+        env, observation, truth = pen_scene(seed)
+        rig = CameraRig(env.table.world, env.table.robot, camera_specs(READER_CAMERAS, *size))
+        frames = rig.render()
+        assert frames["front"].shape == (*size, 3) and resized_frame(frames["front"], READER_IMAGE_SIZE).shape == \
+            (*READER_IMAGE_SIZE, 3)
+        at_size, at_reader = reader.read(frames, "pen"), reader.read(observation["pixels"], "pen")
+        assert yaw_error_deg(at_size, at_reader, 2) < 10, (seed, size)
+        assert yaw_error_deg(at_size, symmetric_yaw("pen", truth), 2) < 15, (seed, size)
+        env.close()
+    frame = observation["pixels"]["front"]
+    assert resized_frame(frame, READER_IMAGE_SIZE) is frame  # the trained size: as it is
+
+
 def test_the_env_reads_the_yaw_at_reset_and_holds_it(reader):
     env, observation, truth = pen_scene(2003, "target_tool_yaw", reader)
     state = observation["environment_state"]
@@ -94,8 +115,10 @@ def test_a_reader_without_its_files_or_with_another_backbone_is_refused_naming_w
     images = {c: np.zeros((*READER_IMAGE_SIZE, 3), np.uint8) for c in READER_CAMERAS}
     with pytest.raises(ValueError, match="needs the 'wrist' camera's image"):
         reader.read({"front": images["front"]}, "pen")
-    with pytest.raises(ValueError, match=r"reads 'front' images of \(96, 128, 3\) uint8, got \(48, 64, 3\)"):
-        reader.read({**images, "front": np.zeros((48, 64, 3), np.uint8)}, "pen")
+    with pytest.raises(ValueError, match=r"reads 'front' images of \(H, W, 3\) uint8, got \(96, 128\) uint8"):
+        reader.read({**images, "front": np.zeros(READER_IMAGE_SIZE, np.uint8)}, "pen")
+    with pytest.raises(ValueError, match=r"got \(96, 128, 3\) float32"):
+        reader.read({**images, "front": np.zeros((*READER_IMAGE_SIZE, 3), np.float32)}, "pen")
     with pytest.raises(ValueError, match="unknown object kind 'spoon'"):
         reader.read(images, "spoon")
 
@@ -110,7 +133,7 @@ def test_recordings_of_streams_refuse_the_layout_naming_act_sim_record(tmp_path)
         describe(policy="expert", record=str(tmp_path / "data"), environment_layout="target_tool_yaw")
 
 
-def test_a_graph_of_the_yaw_checkpoint_publishes_what_the_reader_reads_or_is_refused_naming_it():
+def test_a_graph_of_the_yaw_checkpoint_runs_at_any_camera_size_and_without_its_cameras_is_refused():
     from act_node.nodes.graph import describe
 
     checkpoint = str(models_dir() / "act_target_tool_yaw")
@@ -118,10 +141,12 @@ def test_a_graph_of_the_yaw_checkpoint_publishes_what_the_reader_reads_or_is_ref
     (sim,) = [node for node in nodes if node.name == "act_sim"]
     assert (sim.parameters["image_height"], sim.parameters["image_width"]) == READER_IMAGE_SIZE
     assert set(READER_CAMERAS) <= set(sim.parameters["cameras"])
-    with pytest.raises(ValueError, match="reads the requested object's yaw from cameras front,wrist at 96x128.*"
-                                         "image_height:=96 image_width:=128"):
-        describe(policy="act", checkpoint=checkpoint, image_height="240", image_width="320")
-    with pytest.raises(ValueError, match="the graph has cameras front at 96x128"):
+    for size in ((120, 160), (480, 640)):  # any size: the policy node resizes each frame to the reader's
+        nodes = describe(policy="act", checkpoint=checkpoint, image_height=str(size[0]), image_width=str(size[1]))
+        (sim,) = [node for node in nodes if node.name == "act_sim"]
+        assert (sim.parameters["image_height"], sim.parameters["image_width"]) == size
+    with pytest.raises(ValueError, match="reads the requested object's yaw from cameras front,wrist .*the graph "
+                                         "has cameras front: give cameras with front,wrist"):
         describe(policy="act", checkpoint=checkpoint, cameras="front")
     # a person drives a teleoperated graph: no policy node, so any size records
     nodes = describe(teleop="leader", leader_port="/dev/leader", image_height="240", image_width="320")

@@ -114,7 +114,7 @@ def calibration_mismatches(bus, calibration: Calibration, path: Path, motors: li
     A value that differs is read again once the port is quiet: a read LeRobot retried may have taken the late
     reply of the one before, leaving its own reply to be taken for the next register's (seen on a loaded
     machine: wrist_roll's Max_Position_Limit read as 0, its Min_Position_Limit's value)."""
-    problems = []
+    problems, differ = [], False
     for name in motors:
         expected = calibration.motors[name]
         for field, register in CALIBRATION_REGISTERS.items():
@@ -129,6 +129,9 @@ def calibration_mismatches(bus, calibration: Calibration, path: Path, motors: li
                 problems.append(f"motor {name!r}: cannot read {register}: {one_line(error)}")
                 continue
             if value != getattr(expected, field):
+                differ = True
                 problems.append(f"motor {name!r}: register {register} = {value} but {path} says {field} = "
-                                f"{getattr(expected, field)} ({remedy})")
+                                f"{getattr(expected, field)}")
+    if differ:  # the remedy once, after every register named
+        problems.append(f"the servos' calibration registers disagree with {path}: {remedy}")
     return problems

@@ -101,8 +101,10 @@ class SO101FollowerArm(ArmInterface):
         wait_in_kernel(self.bus.port_handler)
         answering = servo_problems(self.bus, self.port, problems)
         if self.calibration is not None:
-            problems += calibration_mismatches(self.bus, self.calibration, self.calibration_path, answering,
-                                               "recalibrate, or write the file's values with lerobot-calibrate")
+            remedy = (f"lerobot-calibrate --robot.type=so101_follower --robot.port={self.port} "
+                      f"--robot.id={self.robot_id} --robot.calibration_dir={self.calibration_dir}, then ENTER writes "
+                      f"the file's values to the servos, 'c' calibrates anew")
+            problems += calibration_mismatches(self.bus, self.calibration, self.calibration_path, answering, remedy)
         if problems:
             self._close()
             raise ArmConfigurationError(problems)

@@ -106,7 +106,9 @@ class SO101LeaderArm:
         if self.calibration is not None:
             problems += calibration_mismatches(
                 self.bus, self.calibration, self.calibration_path, answering,
-                f"recalibrate the leader with lerobot-calibrate --teleop.type=so101_leader --teleop.id={self.robot_id}")
+                f"lerobot-calibrate --teleop.type=so101_leader --teleop.port={self.port} --teleop.id={self.robot_id} "
+                f"--teleop.calibration_dir={self.calibration_path.parent}, then ENTER writes the file's values to the "
+                f"servos, 'c' calibrates anew")
         if problems:
             self.close()
             raise ArmConfigurationError(problems)

@@ -16,6 +16,11 @@ control table). Multi-byte registers are little-endian; Goal/Present_Position ca
 Homing_Offset at 11. Present_Position = encoder - Homing_Offset, wrapped to 0..4095 (LeRobot clears the
 Phase register's bit 4, which selects that wrap).
 
+A simulated hand stands in for the person `lerobot-calibrate` asks to move the arm: once the servos' calibration
+registers are reset with torque off (LeRobot's reset_calibration, then its half-turn homing), it moves each joint
+but wrist_roll through the arm's true range (`calibration`) and back to the middle, one after the other, while
+LeRobot records the ranges; then it lets go and says so (`say`), and ENTER ends the recording.
+
 Every write (single or sync) is logged with the time, the servo, the register, the value and the servo's
 present position and torque at that moment, so that tests can check invariants on every write.
 """
@@ -140,6 +145,40 @@ class PyBulletArm:
         self.world.step(substeps)
 
 
+# --- a person's hand during lerobot-calibrate ---------------------------------------------------------------
+HAND_JOINTS = tuple(i for i, name in enumerate(so101.JOINT_NAMES) if name != "wrist_roll")  # LeRobot: 0..4095 for it
+HAND_DELAY_S = 0.5  # after the last homing write: LeRobot has read the homing pose by then
+HAND_DWELL_S = 0.3  # at each end of a range, as a hand that meets the stop
+
+
+class Hand:
+    """Joint targets over time (radians) for a hand that moves each joint of HAND_JOINTS in turn from where it is
+    to the low end of `low`..`high`, to the high end, to `middle`, dwelling at each at speed `speed_rad_s`."""
+
+    def __init__(self, start: np.ndarray, low: np.ndarray, high: np.ndarray, middle: np.ndarray,
+                 speed_rad_s: float):
+        self.legs: list[tuple[int, float, float, float]] = []  # (joint, from, to, seconds), dwells as from == to
+        pose = np.asarray(start, float).copy()
+        for joint in HAND_JOINTS:
+            for goal in (low[joint], high[joint], middle[joint]):
+                self.legs.append((joint, pose[joint], goal, abs(goal - pose[joint]) / speed_rad_s))
+                self.legs.append((joint, goal, goal, HAND_DWELL_S))
+                pose[joint] = goal
+        self.start = np.asarray(start, float).copy()
+        self.duration_s = sum(leg[3] for leg in self.legs)
+
+    def pose(self, t_s: float) -> tuple[np.ndarray, int | None]:
+        """(6,) radians at `t_s` seconds from its start, and the joint it moves (None: done, every joint let go)."""
+        pose, elapsed = self.start.copy(), 0.0
+        for joint, begin, end, seconds in self.legs:
+            if t_s < elapsed + seconds:
+                pose[joint] = begin + (end - begin) * (t_s - elapsed) / seconds
+                return pose, joint
+            pose[joint] = end
+            elapsed += seconds
+        return pose, None
+
+
 # --- servos -----------------------------------------------------------------------------------------------
 @dataclass
 class ServoFaults:
@@ -221,8 +260,17 @@ class SimulatedBus:
     angles. Use as a context manager or call start()/close()."""
 
     def __init__(self, calibration: Calibration, physics: ArmPhysics | None = None,
-                 start_rad: np.ndarray | None = None, physics_hz: float = 200.0):
+                 start_rad: np.ndarray | None = None, physics_hz: float = 200.0, hand_speed_rad_s: float = 2.0,
+                 say=None):
+        """`hand_speed_rad_s`: how fast the simulated hand moves the joints during lerobot-calibrate (0: no hand);
+        `say`: called with a line of text as the hand starts a joint and when it is done (None: silent)."""
         self.calibration = calibration
+        self.hand_speed_rad_s = hand_speed_rad_s
+        self.say = say or (lambda text: None)
+        self._hand: Hand | None = None
+        self._hand_due: float | None = None  # when the hand starts (a homing write on a reset servo sets it)
+        self._hand_began = 0.0
+        self._hand_joint: int | None = None
         self.physics = physics if physics is not None else FirstOrderArm(start_rad)
         self.servos = {MOTOR_IDS[name]: SimulatedServo(m.id, m.homing_offset, m.range_min, m.range_max)
                        for name, m in calibration.motors.items()}
@@ -322,25 +370,54 @@ class SimulatedBus:
         goals = self.calibration.to_radians(goal_ticks + homing - self._homing)
         now = time.monotonic()
         dt, self._last_s = now - self._last_s, now
+        held = self._hand_pose(now)  # a hand moves the joints whose torque is off, as a person does
+        if held is not None:
+            goals = np.where(torque, goals, held)
+            torque = np.ones(6, bool)
         with self.physics_lock:
             q = self.physics.positions()
             self.physics.advance(dt, np.where(stuck, q, goals), torque)
             q_new = self.physics.positions()
         self._present(q_new, dt, q)
 
+    def _hand_pose(self, now: float) -> np.ndarray | None:
+        """Where the simulated hand holds the joints now (radians), or None when no hand is on the arm."""
+        if self._hand is None and self._hand_due is not None and now >= self._hand_due:
+            low, high = self.calibration.range_radians()  # the arm's true range: where its stops are
+            with self.physics_lock:
+                start = self.physics.positions()
+            self._hand = Hand(start, low, high, (low + high) / 2, self.hand_speed_rad_s)
+            self._hand_due, self._hand_began, self._hand_joint = None, now, None
+        if self._hand is None:
+            return None
+        pose, joint = self._hand.pose(now - self._hand_began)
+        if joint != self._hand_joint:
+            self._hand_joint = joint
+            if joint is None:
+                self._hand = None
+                self.say("simulated hand: every joint but wrist_roll went through its range and back to the middle; "
+                         "press ENTER in lerobot-calibrate to end the recording")
+                return None
+            self.say(f"simulated hand: moving {so101.JOINT_NAMES[joint]} through its range")
+        return pose
+
     def _present(self, q: np.ndarray, dt: float, q_before: np.ndarray | None = None) -> None:
         """Present_Position (and velocity, moving, status) registers for joint angles `q` (6,) radians."""
         encoder = self.calibration.from_radians(q) + self._homing
         speeds = np.zeros(6) if q_before is None or dt <= 0 else (q - q_before) / dt
         with self.lock:
+            self._encoder = encoder
             for name, ticks, speed in zip(so101.JOINT_NAMES, encoder, speeds):
                 servo = self.servos[MOTOR_IDS[name]]
-                present = (int(ticks) - servo.get("Homing_Offset") + servo.faults.position_bias) % RESOLUTION
-                servo.set("Present_Position", present)
+                self._present_position(servo, int(ticks))
                 # 0.087 degrees per tick per second: the STS3215's speed unit
                 servo.set("Present_Velocity", int(np.clip(math.degrees(speed) / 0.087, -MAX_TICK, MAX_TICK)))
                 servo.set("Moving", int(abs(speed) > 0.01))
                 servo.set("Status", servo.faults.error_bits)
+
+    @staticmethod
+    def _present_position(servo: SimulatedServo, encoder: int) -> None:
+        servo.set("Present_Position", (encoder - servo.get("Homing_Offset") + servo.faults.position_bias) % RESOLUTION)
 
     # --- serving ---------------------------------------------------------------------------------------------
     def stall(self, seconds: float) -> None:
@@ -456,6 +533,15 @@ class SimulatedBus:
         if name in ("Present_Position", "Model_Number", "Firmware_Major_Version", "Firmware_Minor_Version"):
             return  # read-only
         servo.memory[address: address + len(data)] = data
+        if name == "Homing_Offset":  # a servo's present position follows its new homing at once
+            joint = next(i for i, n in enumerate(so101.JOINT_NAMES) if self.servos[MOTOR_IDS[n]] is servo)
+            self._present_position(servo, int(self._encoder[joint]))
+        if (name == "Homing_Offset" and self.hand_speed_rad_s > 0 and not servo.torque and self._hand is None
+                and servo.get("Min_Position_Limit") == 0 and servo.get("Max_Position_Limit") == MAX_TICK):
+            # LeRobot's reset_calibration, then its half-turn homing: lerobot-calibrate records the ranges next
+            self._hand_due = time.monotonic() + HAND_DELAY_S
+        elif name in ("Min_Position_Limit", "Max_Position_Limit"):
+            self._hand_due = None  # a reset or a calibration being written (write_calibration: homing, then range)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -463,11 +549,15 @@ def main(argv: list[str] | None = None) -> None:
     against it: `python -m act_node.arm.servo_sim --calibration ~/cal/follower.json` prints the port."""
     import argparse
     import signal
+    import sys
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--calibration", required=True,
                         help="the arm's calibration file; written (calibration.so101_calibration) if absent")
     parser.add_argument("--physics", choices=("first-order", "pybullet"), default="first-order")
+    parser.add_argument("--hand-speed", type=float, default=2.0,
+                        help="rad/s at which a simulated hand moves the joints through their ranges while "
+                        "lerobot-calibrate records them (0: no hand)")
     args = parser.parse_args(argv)
     from pathlib import Path
 
@@ -480,7 +570,10 @@ def main(argv: list[str] | None = None) -> None:
     physics = PyBulletArm() if args.physics == "pybullet" else None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with SimulatedBus(calibration, physics=physics) as bus:
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    with SimulatedBus(calibration, physics=physics, hand_speed_rad_s=args.hand_speed, say=say) as bus:
         print(bus.port, flush=True)
         try:
             stop.wait()

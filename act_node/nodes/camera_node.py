@@ -40,7 +40,8 @@ def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
 CAMERA_PARAMETERS = (
     Spec("name", "front", "the camera's name: it publishes camera/<name>/image_raw and camera_info, frame "
          "<name>_optical"),
-    Spec("device", "0", "an OpenCV index (\"0\") or a path (/dev/video2, a video file)"),
+    Spec("device", "0", "an OpenCV index (\"0\"), a device path (/dev/video2) or a video file, played at fps and "
+         "looped (act_node.recorded_camera: a camera stand-in)"),
     Spec("width", 0, "frame width to ask the camera for, pixels (0: the camera's own)", low=0),
     Spec("height", 0, "frame height to ask the camera for, pixels (0: the camera's own)", low=0),
     Spec("fps", float(FPS), "frames a second to ask for and to publish", low=1.0),
@@ -85,6 +86,10 @@ class CameraNode(Node):
                                + (f" resized to {self.size[0]}x{self.size[1]}" if self.resize_from else ""))
 
     def _open(self, device: str, width: int, height: int, fps: float):
+        if Path(device).is_file():  # a recorded video stands in for a camera: played at fps, looped
+            from act_node.recorded_camera import RecordedCamera
+
+            return RecordedCamera(device)
         from lerobot.cameras.opencv import OpenCVCamera, OpenCVCameraConfig
 
         source = int(device) if device.isdigit() else Path(device)

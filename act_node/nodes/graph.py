@@ -14,10 +14,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from act_node.config import SHIPPED_MODEL, GraphConfig
+from act_node.checkpoints import check_checkpoint_folder, checkpoint_layout
+from act_node.config import SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
 from act_node.dds import profile_environment
-from act_node.stops import LAUNCHER_VARIABLE, parent_death_signal
-from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
+from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
 # where the graph runs, beside what it does (GraphConfig): name -> (default, description)
 PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
@@ -89,6 +90,7 @@ def namespace_of(text: str) -> str:
 def describe(**overrides: str) -> list[NodeSpec]:
     """The graph for these launch arguments (strings, as on a command line)."""
     overrides = dict(overrides)
+    refuse_unknown_arguments(overrides, LAUNCH_ARGUMENTS)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
     recording = {name: str(overrides.pop(name, default)) for name, (default, _) in RECORD_ARGUMENTS.items()}
@@ -105,6 +107,7 @@ def describe(**overrides: str) -> list[NodeSpec]:
     if recording["record"] and robot["robot"] == "sim" and overrides.get("camera_every", "0") == "0":
         overrides["camera_every"] = "1"  # the recorder takes every tick's images
     config = GraphConfig.from_arguments(overrides)
+    _check_start(config, robot, teleop=bool(recording["teleop"]))
     if robot["robot"] == "so101":
         nodes = describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint")),
                                teleop=bool(recording["teleop"]))
@@ -121,6 +124,20 @@ def describe(**overrides: str) -> list[NodeSpec]:
     for node in nodes[1:]:  # the sim's exit is the graph's end, and the arm node is not restarted blindly
         node.respawn = config.respawn and node.name != "act_so101"
     return _placed(nodes, namespace)
+
+
+def _check_start(config: GraphConfig, robot: dict[str, str], teleop: bool) -> None:
+    """What can be refused before any node starts: the checkpoint folder (a run folder given for its
+    pretrained_model is named) and the task, whose kind the expert and a checkpoint fed the request need."""
+    if config.policy == "act" and not teleop:
+        check_checkpoint_folder(config.checkpoint)
+    task = robot["task"]
+    if task and robot["robot"] == "sim":
+        raise ValueError(f"task:={task!r} is robot:=so101's: the sim draws each episode's task from its seed "
+                         "(first_seed:=)")
+    needs_kind = config.policy == "expert" or checkpoint_layout(config.checkpoint) is not None
+    if task and not teleop and needs_kind:
+        task_kind(task)
 
 
 def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict[str, str]) -> list[NodeSpec]:
@@ -194,16 +211,13 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
-    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras at this size (none runs in a
-    # teleoperated graph: the person drives)
+    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
+    # frame to the reader's; none runs in a teleoperated graph: the person drives)
     if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
-        size = "x".join(map(str, YAW_READER_IMAGE_SIZE))
-        if not set(YAW_READER_CAMERAS) <= set(config.cameras) or tuple(config.image_size) != YAW_READER_IMAGE_SIZE:
+        if not set(YAW_READER_CAMERAS) <= set(config.cameras):
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
-                             f"{','.join(YAW_READER_CAMERAS)} at {size} (act_node.vision.yaw); the graph has cameras "
-                             f"{','.join(config.cameras)} at {config.image_height}x{config.image_width}: give "
-                             f"image_height:={YAW_READER_IMAGE_SIZE[0]} image_width:={YAW_READER_IMAGE_SIZE[1]} (the "
-                             f"defaults) and cameras with {','.join(YAW_READER_CAMERAS)}")
+                             f"{','.join(YAW_READER_CAMERAS)} (act_node.vision.yaw); the graph has cameras "
+                             f"{','.join(config.cameras)}: give cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
@@ -256,8 +270,8 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
             # every_n, as in the sim: one answer each replan_every ticks of the arm's own joint states, the
             # checkpoint's n_action_steps (1 for an ensembling one: every tick; answering whenever free would
             # re-plan at whatever cadence the machine allows)
-            "threads": config.threads, "replan_every": replan, "infer": "every_n", "run_on_start": True,
-            "task": robot["task"]},
+            "threads": config.threads, "replan_every": replan, "infer": "every_n",
+            "run_on_start": bool(robot["task"]), "task": robot["task"]},  # no task: a run starts on act/run
             remappings=target)
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
@@ -372,7 +386,7 @@ class _Processes:
             code = process.poll()
             if code is None or name in self.respawn_at:
                 continue
-            if name != self.sim and name in self.specs and self.specs[name].respawn:
+            if name != self.sim and name in self.specs and self.specs[name].respawn and code != REFUSED:
                 how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
                 _say(f"node {name} {how}; respawning it in {RESPAWN_DELAY_S:g} s")
                 self.respawn_at[name] = now + RESPAWN_DELAY_S
@@ -384,9 +398,15 @@ class _Processes:
                     self.sim_lost = True
                     _say(SIM_LOST.format(how=f"was killed by {signal.Signals(-code).name}"))
                     continue
-                if code != 0:
+                if code != 0 and self.specs.get(name) and self.specs[name].module.endswith("arm_node"):
+                    _say(f"the arm node {name} exited with code {code}"
+                         + (": it refused to start (the reason is above)" if code == 2 else ""))
+                elif code != 0:
                     _say(f"the sim node {name} exited with code {code}: its episodes did not all run")
                 return code if code >= 0 else 128 - code  # -N: killed by signal N
+            if code == REFUSED:  # it said why; started again it would refuse again (respawn:=true too)
+                _say(f"node {name} refused to start (exit code {REFUSED}, why above); stopping the graph")
+                return code
             _say(f"node {name} exited with code {code} while the graph was running; stopping the graph")
             return code if code > 0 else 1
         return None

@@ -43,7 +43,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
 from act_node.checkpoints import checkpoint_layout, readable_checkpoint_cameras, trained_renderer
-from act_node.config import DEFAULT_CAMERAS, FPS
+from act_node.config import DEFAULT_CAMERAS, FPS, task_kind
 from act_node.description import tool_point
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
@@ -63,7 +63,7 @@ from act_node.nodes.messages import (
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
 from act_node.observation import ObservationMatcher, build_observation, requested_kind
-from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec
+from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec, resized_frame
 
 POLICY_PARAMETERS = (
     Spec("checkpoint", "", "LeRobot pretrained_model folder"),
@@ -184,13 +184,9 @@ class PolicyNode(Node):
         self.environment_layout = self.policy.environment_layout or "target"  # checked against the layouts at load
         self.image_sizes = {c: tuple(self.policy.config.input_features[f"{OBS_IMAGES}.{c}"].shape[1:])
                             for c in self.act_cameras}
-        if self.reads_yaw:
-            from act_node.vision.yaw import READER_IMAGE_SIZE
-
-            for camera in self.reader_cameras:  # one topic, one size: the ACT's and the reader's must agree
-                if self.image_sizes.setdefault(camera, READER_IMAGE_SIZE) != READER_IMAGE_SIZE:
-                    raise ValueError(f"checkpoint {checkpoint} takes camera {camera!r} at "
-                                     f"{self.image_sizes[camera]}, but its yaw reader reads it at {READER_IMAGE_SIZE}")
+        # frames of any size are taken; the ACT gets each at its trained size, the yaw reader at its own (each
+        # resizes as LeRobot's processors do: act_node.policy.resized_frame); each camera's size is logged once
+        self.frame_sizes: dict[str, tuple[int, int]] = {}
         self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
@@ -220,8 +216,8 @@ class PolicyNode(Node):
         self.create_subscription(JointState, "joint_states", parsed(
             self, self._joints_of, "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
-        self.create_subscription(PointStamped, "target/point", parsed(self, target_point, "target", self.on_target),
-                                 LATCHED)
+        self.target_topic = self.create_subscription(PointStamped, "target/point", parsed(
+            self, target_point, "target", self.on_target), LATCHED).topic_name  # resolved: remapped, namespaced
         self.create_subscription(Header, "episode/start", parsed(self, episode_start, "episode start",
                                                                   self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
@@ -232,6 +228,7 @@ class PolicyNode(Node):
         self.diagnostics = Diagnostics(self, "ACT policy", self.fill_diagnostics, str(self.policy.path))
         self._ready.set()  # the inference thread may answer from here on
         if values["run_on_start"]:
+            self._check_task(str(values["task"]))  # ValueError: refused at start, naming the kinds
             self.begin(self.get_clock().now().nanoseconds * 1e-9, str(values["task"]), on_clock=True)
         self.get_logger().info(f"policy {self.policy.path}: cameras {dict(zip(self.cameras, topics))}, "
                                f"chunk {self.policy.chunk_size}, replan every {self.replan_every} ticks, "
@@ -254,7 +251,7 @@ class PolicyNode(Node):
     # --- callbacks: each stores, then tries to answer ----------------------------------------------------
     def on_image(self, camera: str, message: bytes) -> None:
         try:
-            image = image_array(message, expected=self.image_sizes[camera])
+            image = image_array(message)
             stamp = image_stamp(message)
         except MessageError as error:
             with self._lock:
@@ -263,10 +260,26 @@ class PolicyNode(Node):
             return
         if self._ahead_of_clock(camera, stamp):
             return
+        if self.frame_sizes.get(camera) != image.shape[:2]:
+            self._say_frame_size(camera, image.shape[:2])
         with self._lock:
             self._heard[camera] = time.monotonic()
             self.matcher.add(camera, stamp, image)
         self._wake.set()
+
+    def _say_frame_size(self, camera: str, size: tuple[int, int]) -> None:
+        """Once per camera (and again should its size change): what size its frames come at and what they become."""
+        from act_node.vision.yaw import READER_IMAGE_SIZE
+
+        self.frame_sizes[camera] = size
+        sizes = []
+        trained = self.image_sizes.get(camera)
+        if trained is not None and tuple(trained) != tuple(size):
+            sizes.append(f"to {trained[0]}x{trained[1]} for the checkpoint")
+        if camera in self.reader_cameras and READER_IMAGE_SIZE != size:
+            sizes.append(f"to {READER_IMAGE_SIZE[0]}x{READER_IMAGE_SIZE[1]} for the yaw reader")
+        said = f"resized {' and '.join(sizes)}" if sizes else "the size it was trained on"
+        self.get_logger().info(f"camera {camera!r}: {size[0]}x{size[1]} frames, {said}")
 
     def _joints_of(self, message: JointState) -> tuple[float, np.ndarray]:
         try:
@@ -376,7 +389,17 @@ class PolicyNode(Node):
                 self.episode_start_s = None
             self.get_logger().info("run ended: answering nothing until the next one")
             return
+        try:
+            self._check_task(message.data)
+        except ValueError as error:
+            self.get_logger().error(f"run request refused: {error}; the run under way (if any) goes on")
+            return
         self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data, on_clock=True)
+
+    def _check_task(self, task: str) -> None:
+        """A checkpoint fed the request needs a task naming a kind it knows; ValueError says which it got."""
+        if self.wants_target:
+            task_kind(task)
 
     def begin(self, start_s: float, task: str, on_clock: bool = False) -> None:
         """A run (an episode) from `start_s`: the policy's queue and the matcher start empty. `on_clock`: the
@@ -475,7 +498,8 @@ class PolicyNode(Node):
             if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
                 tool = tool_point(parts["joints"]) if self.environment_layout != "target" else None
                 about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(serial, parts, task))
-            observation = build_observation(parts["joints"], {c: parts[c] for c in self.act_cameras}, *about)
+            images = {c: resized_frame(parts[c], self.image_sizes[c]) for c in self.act_cameras}
+            observation = build_observation(parts["joints"], images, *about)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {task!r} gives {error}", throttle_duration_sec=2.0)
@@ -527,7 +551,7 @@ class PolicyNode(Node):
             self._waiting_for_target = self.wants_target and (target is None
                                                               or target[0] < self.episode_start_s - 1e-6)
             if self._waiting_for_target:
-                self.get_logger().warn("waiting for /target/point for this episode", throttle_duration_sec=2.0)
+                self.get_logger().warn(f"waiting for {self.target_topic} for this episode", throttle_duration_sec=2.0)
                 return None
             reset, self._reset_policy = self._reset_policy, False
             passed = len({self._slot(s) for s, _ in self.matcher.buffers["joints"]
@@ -633,7 +657,7 @@ class PolicyNode(Node):
         if jumped:
             report.warn("the time jumped back: the run's state was reset")
         if target:
-            report.warn("waiting for target/point")
+            report.warn(f"waiting for {self.target_topic}")
         mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
         report.update({
             "run": "none" if run is None else f"from t={run:.3f} s", "task": self.task, "infer": self.infer_mode,

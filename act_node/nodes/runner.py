@@ -45,9 +45,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-from act_node.stops import STOP_SIGNALS, LauncherGone, stop_with_launcher
+from act_node.stops import REFUSED, STOP_SIGNALS, LauncherGone, stop_with_launcher
 
-REFUSED = 2  # exit code for a node that refused to start: a bad parameter, a missing or wrong checkpoint
 FAILED = 1  # exit code for a bug
 # Start-up errors that are the user's input, not a bug: one line each. The policy's CheckpointMismatch
 # is a ValueError; rclpy's bad parameter types and out-of-range values are ParameterExceptions.

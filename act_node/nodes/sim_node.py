@@ -35,7 +35,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
-from std_msgs.msg import Header, String
+from std_msgs.msg import Float64, Header, String
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
@@ -164,6 +164,8 @@ class SimNode(Node):
             self.chunk_topic = self.create_subscription(
                 JointTrajectory, "act/action_chunk", self.on_chunk, RELIABLE,
                 raw=True).topic_name  # raw: read by chunk_actions without rclpy building the message
+            # the policy node's own time for each chunk: the episode's mean_inference_s (the expert says none)
+            self.create_subscription(Float64, "act/inference_latency", self.on_inference, RELIABLE)
         self.create_subscription(String, "target/request", self.on_request, RELIABLE)
         if self.config.target_source == "truth":  # no selector in the graph: the sim says where the target is
             self.point_pub = self.create_publisher(PointStamped, "target/point", TARGETS)
@@ -357,7 +359,7 @@ class SimNode(Node):
         try:
             stamp_s, actions = chunk_actions(message, self.config.fps)
             with self.lock:  # between ticks, and not across an episode's start
-                dropped = self.sim.add_chunk(stamp_s, actions)
+                dropped = self.sim.policy_chunk(stamp_s, actions)
         except (MessageError, ValueError) as error:
             self.counts.chunks_rejected += 1
             self.log.error(f"dropped chunk: {error}", throttle_duration_sec=2.0)
@@ -374,6 +376,10 @@ class SimNode(Node):
             self.log.debug(f"chunk for t={stamp_s:.3f} s arrived at t={self.sim.now_s:.3f} s: {dropped} steps past")
         if self.config.clock == "lockstep" and self.sim.ready():
             self.stepper.trigger()
+
+    def on_inference(self, message: Float64) -> None:
+        with self.lock:
+            self.sim.policy_inference(message.data)
 
     # --- stepping ----------------------------------------------------------------------------------------
     def step_while_ready(self) -> None:

@@ -6,13 +6,10 @@ edges, z up, the table top at z = 0. The arm's base stands on the near edge's mi
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import importlib.util
 import math
-import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pybullet
 
+from act_node.c_output import c_output_aside, quiet_pybullet
 from act_node.table_frame import RENDER_CHOICES, RENDERERS, TABLE_SIZE_M
 from act_node.tabletop.objects import ObjectKind
 
@@ -30,6 +27,7 @@ ARM_BASE_XY = np.array([0.5, 0.06])  # the arm's base on the table, metres
 ARM_BASE_YAW = math.pi / 2  # facing +y, into the table
 PHYSICS_HZ = 240
 FRICTION = 1.0
+pybullet = quiet_pybullet()  # without the banner it prints at import (act_node.c_output)
 
 
 @dataclass
@@ -56,7 +54,6 @@ def egl_plugin_path() -> str | None:
     return spec.origin if spec is not None else None
 
 
-_C_LIBRARY = ctypes.CDLL(None)  # this process's C library: its fflush
 _fallback_noted: list[str] = []  # why renderer "auto" drew with TinyRenderer in this process, said once
 
 
@@ -65,32 +62,6 @@ def _note_fallback(problem: str) -> None:
         print(f"act_node: renderer 'auto': {problem}; drawing the cameras with TinyRenderer", file=sys.stderr,
               flush=True)
     _fallback_noted.append(problem)
-
-
-@contextmanager
-def _c_stdout_aside(active: bool = True, keep: bool = False) -> Iterator[list[str]]:
-    """What C code prints to stdout (file descriptor 1) meanwhile, when `active`, goes neither to the process's
-    stdout nor its stderr: the EGL plugin reports its device, GL vendor and version with printf, which would land
-    in a command's output and in every launch's log. With `keep` the text comes back in the yielded list once the
-    block ends (a caller quotes it when something failed); without, it is dropped (/dev/null: no scratch file
-    for each EGL frame)."""
-    said: list[str] = []
-    if not active:
-        yield said
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with tempfile.TemporaryFile() if keep else open(os.devnull, "wb") as sink:
-        try:
-            os.dup2(sink.fileno(), 1)
-            yield said
-        finally:
-            _C_LIBRARY.fflush(None)  # C's stdout buffer, to the sink and not to the restored stdout
-            os.dup2(saved, 1)
-            os.close(saved)
-            if keep:
-                sink.seek(0)
-                said.append(sink.read().decode(errors="replace"))
 
 
 class Client:
@@ -132,7 +103,7 @@ class Client:
         path = egl_plugin_path()
         if path is None:
             return "pybullet could not load its eglRenderer plugin (not in this pybullet install)"
-        with _c_stdout_aside(keep=True) as said:
+        with c_output_aside(keep=True) as said:
             plugin = pybullet.loadPlugin(path, "_eglRendererPlugin", physicsClientId=self.id)
         if plugin < 0:
             report = " ".join(" ".join(said).split())[-300:]
@@ -141,7 +112,7 @@ class Client:
         return None
 
     def disconnect(self) -> None:
-        with _c_stdout_aside(self.egl):
+        with c_output_aside(self.egl):
             pybullet.disconnect(physicsClientId=self.id)
 
     def __getattr__(self, name: str):
@@ -308,7 +279,7 @@ class World:
         through TinyRenderer whatever the client's (what a network trained on TinyRenderer's images reads)."""
         self.client.check_thread()
         renderer = PYBULLET_RENDERERS["tiny"] if tiny else self.client.renderer
-        with _c_stdout_aside(self.client.egl):  # EGL's first frame prints
+        with c_output_aside(self.client.egl):  # EGL's first frame prints
             _, _, rgba, _, _ = self.client.getCameraImage(
                 width, height, viewMatrix=view.T.flatten().tolist(), projectionMatrix=projection.T.flatten().tolist(),
                 renderer=renderer, flags=pybullet.ER_NO_SEGMENTATION_MASK, shadow=0)

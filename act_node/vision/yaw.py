@@ -131,16 +131,20 @@ class YawReader:
 
     @torch.no_grad()
     def maps(self, images: Mapping[str, np.ndarray]) -> torch.Tensor:
-        """{camera: (96, 128, 3) uint8} -> (1, 2, 512, 3, 4); ValueError naming a missing or misshapen image."""
+        """{camera: (H, W, 3) uint8} -> (1, 2, 512, 3, 4); ValueError naming a missing or misshapen image. A frame
+        of another size than the reader's 96x128 is resized to it first, as LeRobot's processors resize
+        (act_node.policy.resized_frame): a camera of any size, with the same field of view, reads the same."""
+        from act_node.policy import resized_frame
+
         tensors = []
         for camera in READER_CAMERAS:
             if camera not in images:
                 raise ValueError(f"the yaw reader needs the {camera!r} camera's image; got {sorted(images)}")
             image = np.asarray(images[camera])
-            if image.shape != (*READER_IMAGE_SIZE, 3) or image.dtype != np.uint8:
-                raise ValueError(f"the yaw reader reads {camera!r} images of {(*READER_IMAGE_SIZE, 3)} uint8, got "
+            if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+                raise ValueError(f"the yaw reader reads {camera!r} images of (H, W, 3) uint8, got "
                                  f"{image.shape} {image.dtype}")
-            tensors.append(images_to_tensor(image[None]))
+            tensors.append(images_to_tensor(resized_frame(image, READER_IMAGE_SIZE)[None]))
         return torch.stack([self.backbone(t)["feature_map"] for t in tensors], 1)
 
     @torch.no_grad()
