@@ -7,6 +7,7 @@
   act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
                    (--ros: through the ROS 2 graph instead of in-process)
+  act-sim compare  two evaluations on the same seeds: paired table, McNemar's exact p, by kind and mode
   act-sim curve    every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
   act-sim recipe   an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
                    --kind yaw: the launch default's, models/act_target_tool_yaw)
@@ -317,7 +318,16 @@ def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    _cameras_of_checkpoint(args, args.policy_path)
+    from act_node.evaluate import parse_rename_map
+
+    try:
+        rename_map = parse_rename_map(args.rename_map) if args.rename_map else None
+    except ValueError as error:
+        raise SystemExit(f"act-sim eval: {error}") from None
+    if rename_map and args.ros:
+        raise SystemExit("act-sim eval: --rename_map runs in process; the graph (--ros) takes none yet")
+    _cameras_of_checkpoint(args, args.policy_path, rename_map or {})
+    suite = _suite_of(args)
     if args.ros:
         if args.resume:
             raise SystemExit("act-sim eval: --resume goes on from an in-process evaluation's episodes; --ros runs "
@@ -331,8 +341,11 @@ def cmd_eval(args: argparse.Namespace) -> None:
                           first_seed=args.first_seed, max_steps=args.max_steps,
                           replan_every=args.n_action_steps or 0, device=args.device, merge=args.merge)
     try:
+        given = ", ".join(f"{ours} as {theirs}" for theirs, ours in _given_cameras(config, rename_map).items())
+        print(f"act-sim eval: the sim's cameras at {config.image_height}x{config.image_width}: {given}",
+              file=sys.stderr)
         report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray,
-                          resume=args.resume)
+                          resume=args.resume, rename_map=rename_map, suite=suite)
     except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
@@ -348,14 +361,73 @@ def cmd_eval(args: argparse.Namespace) -> None:
     print(f"report: {Path(args.out) / 'report.json'}; videos: {', '.join(report['videos'])}")
 
 
-def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str) -> None:
-    """--cameras, --height and --width not given: the checkpoint's own (one size for every camera)."""
+def cmd_compare(args: argparse.Namespace) -> None:
+    from act_node.report import compare, draw_compare, load_report
+
+    try:
+        result = compare(load_report(args.a), load_report(args.b))
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"act-sim compare: {error}") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
+    draw_compare(result, out / "compare.png")
+    print(f"A {result['a']}\nB {result['b']}\n{'':22s} {'A':>5s} {'B':>5s} {'both':>5s} {'only A':>6s} {'only B':>6s} "
+          f"{'neither':>7s}  McNemar p")
+    rows = [("success", result["success"])] + [(f"  {k}", t) for k, t in result["by_kind"].items()]
+    rows += [(f"ended {m}", t) for m, t in result["by_mode"].items()]
+    for name, t in rows:
+        print(f"{name:22s} {t['a']:5d} {t['b']:5d} {t['both']:5d} {t['only_a']:6d} {t['only_b']:6d} "
+              f"{t['neither']:7d}  {t['mcnemar_p']:.3g}")
+    print(f"{out / 'compare.json'}, {out / 'compare.png'}")
+
+
+def _suite_of(args: argparse.Namespace):
+    """--suite's seed set (its pins replayed first), or None; --episodes and --first-seed default to 10 and 1000."""
+    from act_node.suites import replay_pins, suite
+
+    if args.suite is None:
+        args.episodes = 10 if args.episodes is None else args.episodes
+        args.first_seed = 1000 if args.first_seed is None else args.first_seed
+        return None
+    if args.episodes is not None or args.first_seed is not None or args.ros:
+        raise SystemExit("act-sim eval: --suite fixes the seeds and the object count: drop --episodes, --first-seed "
+                         "(and --ros: the graph runs a range of seeds)")
+    try:
+        chosen = suite(args.suite)
+    except ValueError as error:
+        raise SystemExit(f"act-sim eval: --suite: {error}") from None
+    problems = replay_pins(chosen)
+    if problems:
+        raise SystemExit(f"act-sim eval: the simulator no longer gives suite {chosen.label}'s episodes "
+                         f"({'; '.join(problems)}): its results would not compare with earlier ones; a new version "
+                         "of the suite (act_node/suites.py) pins the new episodes")
+    args.episodes, args.first_seed, args.objects = len(chosen.seeds), chosen.seeds[0], chosen.objects
+    print(f"act-sim eval: suite {chosen.label}: {chosen.about}; its {len(chosen.pins)} pinned episodes replay",
+          file=sys.stderr)
+    return chosen
+
+
+def _given_cameras(config: GraphConfig, rename_map: dict | None) -> dict[str, str]:
+    """{the checkpoint's camera: the sim's camera that feeds it}."""
+    from act_node.evaluate import camera_names_given
+
+    given = camera_names_given(rename_map or {})
+    return {given.get(name, name): name for name in config.cameras}
+
+
+def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str, rename_map: dict | None = None) -> None:
+    """--cameras, --height and --width not given: the checkpoint's own (one size for every camera), its cameras fed
+    by the sim's of the same name or the one `rename_map` names (lerobot-eval's --rename_map)."""
     from act_node.checkpoints import checkpoint_cameras
+    from act_node.evaluate import sim_cameras_for
 
     if args.cameras is not None and args.height is not None and args.width is not None:
         return
     try:
         cameras = checkpoint_cameras(checkpoint)
+        if cameras:
+            cameras = dict(zip(sim_cameras_for(list(cameras), rename_map or {}), cameras.values()))
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
     sizes = set(cameras.values())
@@ -604,8 +676,11 @@ def main(argv: list[str] | None = None) -> None:
     evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")
     add_env_arguments(evaluate, None, None, cameras=None)
     evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
-    evaluate.add_argument("--episodes", type=int, default=10)
-    evaluate.add_argument("--first-seed", type=int, default=1000)
+    evaluate.add_argument("--episodes", type=int, default=None, help="default 10")
+    evaluate.add_argument("--first-seed", type=int, default=None, help="default 1000")
+    evaluate.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
+                          help="a fixed, versioned seed set instead of --episodes and --first-seed: pick-4, pick-6, "
+                          "pens-and-keys, cluttered (act_node/suites.py; the newest version unless @VERSION)")
     evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
     evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
                           "temporal ensembling)")
@@ -614,16 +689,28 @@ def main(argv: list[str] | None = None) -> None:
                           "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
                           "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
     evaluate.add_argument("--device", default="cpu")
-    evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes")
+    evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
+                          "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
+    evaluate.add_argument("--rename_map", default=None, metavar="JSON",
+                          help="which of the sim's cameras feeds each of the checkpoint's, as lerobot-eval's "
+                          "--rename_map: {the env's key: the checkpoint's key}, e.g. '{\"observation.images.front\": "
+                          "\"observation.images.laptop\", \"observation.images.wrist\": \"observation.images.phone\"}'")
     evaluate.add_argument("--resume", action="store_true", help="go on from the episodes OUT/episodes.jsonl holds "
                           "(each finished episode is written there), if they ran with these settings and weights")
     evaluate.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                           help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
                           "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
     evaluate.set_defaults(run=cmd_eval)
+
+    comparison = commands.add_parser("compare", help="two evaluations over the same seeds, seed by seed: the paired "
+                                     "table and McNemar's exact p, by kind and by mode (compare.json, compare.png)")
+    comparison.add_argument("a", help="act-sim eval's report.json (or its --out folder)")
+    comparison.add_argument("b", help="the other report, over the same seeds")
+    comparison.add_argument("--out", default="outputs/compare")
+    comparison.set_defaults(run=cmd_compare)
 
     curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
                                  "same unseen seeds, success with its 95%% interval (curve.json, curve.png)")

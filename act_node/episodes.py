@@ -54,6 +54,8 @@ class EpisodeResult:
     mean_inference_s: float | None = 0.0
     episode: int | None = None  # its number in a graph's run (the sim node), None in-process
     interrupted: str | None = None  # the sim node held ticks for want of any action (a node died): failed
+    outcome: str | None = None  # why it ended: one of act_node.tabletop.outcomes.MODES (None: an older record)
+    outcome_facts: dict | None = None  # what that was judged from (OutcomeFacts.to_dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,7 +179,7 @@ def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | N
         agent.reset(observation)
     except Unreachable as error:
         return EpisodeResult(seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
-                             selector_found=info["selector_found"], unplannable=str(error))
+                             selector_found=info["selector_found"], unplannable=str(error), outcome="unplannable")
     if frames is not None:
         frames.append(caption(env.render(), step_caption(seed, env.task)))
     observe = observe_every_tick or frames is not None or on_step is not None
@@ -206,5 +208,6 @@ def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | N
     return EpisodeResult(seed, env.task, bool(info["is_success"]), steps, total, best,
                          clamped_joints=info["clamped_total"], target_error_m=info["target_error_m"],
                          selector_found=info["selector_found"], lifted=list(info.get("lifted", [])),
-                         held_after_success=held, policy_calls=getattr(agent, "calls", 0),
+                         held_after_success=held, outcome=info.get("outcome"), outcome_facts=info.get("outcome_facts"),
+                         policy_calls=getattr(agent, "calls", 0),
                          mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1))

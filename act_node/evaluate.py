@@ -20,6 +20,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 from tqdm import tqdm
 
 from act_node.config import GraphConfig
@@ -27,34 +28,85 @@ from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
+from act_node.report import draw_report, first_of_each_mode, outcome_summary, wilson_interval
+from act_node.suites import Suite
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.video import write_video
 
 GRASPED_REWARD = 0.3  # not held, a tick's reward is 0.3 x reach <= 0.3: past it, both jaws hold the object
 
 
-def wilson_interval(successes: int, total: int, z: float = 1.96) -> tuple[float, float]:
-    """95% confidence interval of a success rate (Wilson score: sound at 0% and 100% and for few episodes)."""
-    if total == 0:
-        return 0.0, 1.0
-    rate = successes / total
-    centre = (rate + z * z / (2 * total)) / (1 + z * z / total)
-    half = z * math.sqrt(rate * (1 - rate) / total + z * z / (4 * total * total)) / (1 + z * z / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def make_env(config: GraphConfig) -> PickObjectEnv:
     return make_pick_env(**config.env_kwargs())
 
 
-def load_policy(config: GraphConfig) -> ChunkPolicy:
-    """The checkpoint, checked against what it will be fed: the config's cameras, or none to a checkpoint that
-    takes no images (a state-only lever; the env still renders for the videos)."""
+def load_policy(config: GraphConfig, rename_map: dict[str, str] | None = None) -> ChunkPolicy:
+    """The checkpoint, checked against what it will be fed: the config's cameras (under the names `rename_map`
+    gives them, lerobot-eval's {"observation.images.<sim camera>": "observation.images.<its camera>"}), or none to
+    a checkpoint that takes no images (a state-only lever; the env still renders for the videos)."""
     from act_node.checkpoints import readable_checkpoint_cameras
 
     takes_images = readable_checkpoint_cameras(config.checkpoint) != {}
-    spec = FeatureSpec(cameras={name: config.image_size for name in config.cameras} if takes_images else {})
-    return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec)
+    given = camera_names_given(rename_map or {})
+    spec = FeatureSpec(cameras={given.get(name, name): config.image_size for name in config.cameras}
+                       if takes_images else {})
+    return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec, rename_map=rename_map)
+
+
+IMAGE_KEY = "observation.images."
+
+
+def parse_rename_map(text: str) -> dict[str, str]:
+    """lerobot-eval's --rename_map, a JSON object {the env's key: the checkpoint's key}, for cameras here:
+    {"observation.images.front": "observation.images.laptop"}; ValueError naming what is wrong."""
+    from act_node.table_frame import CAMERA_NAMES
+
+    try:
+        rename_map = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--rename_map takes a JSON object such as '{{\"{IMAGE_KEY}front\": "
+                         f"\"{IMAGE_KEY}laptop\"}}', got {text!r} ({error})") from None
+    if not isinstance(rename_map, dict) or not all(isinstance(v, str) for v in rename_map.values()):
+        raise ValueError(f"--rename_map takes a JSON object of key to key, got {text!r}")
+    for key, value in rename_map.items():
+        if not key.startswith(IMAGE_KEY) or key.removeprefix(IMAGE_KEY) not in CAMERA_NAMES:
+            raise ValueError(f"--rename_map: {key!r} is none of the sim's cameras "
+                             f"({', '.join(IMAGE_KEY + c for c in CAMERA_NAMES)}); it maps the env's key to the "
+                             "checkpoint's, as lerobot-eval's does")
+        if not value.startswith(IMAGE_KEY) or value == IMAGE_KEY:
+            raise ValueError(f"--rename_map: {key!r} -> {value!r}: a camera goes to a camera "
+                             f"({IMAGE_KEY}<the checkpoint's name>)")
+    if len(set(rename_map.values())) != len(rename_map):
+        raise ValueError(f"--rename_map gives one checkpoint camera two of the sim's: {rename_map}")
+    return rename_map
+
+
+def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
+    """{sim camera: the checkpoint's camera it is given as} for the cameras `rename_map` renames."""
+    return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
+
+
+def sim_cameras_for(checkpoint_cameras: list[str], rename_map: dict[str, str]) -> tuple[str, ...]:
+    """The sim's camera that feeds each of the checkpoint's, in its order: renamed by `rename_map`, else its own
+    name; ValueError when one has neither (naming the sim's cameras and the map that would do)."""
+    from act_node.table_frame import CAMERA_NAMES
+
+    feeds = {theirs: ours for ours, theirs in camera_names_given(rename_map).items()}
+    unknown = [name for name in feeds if name not in checkpoint_cameras]
+    if unknown:
+        raise ValueError(f"--rename_map names {[IMAGE_KEY + n for n in unknown]}, which the checkpoint does not take "
+                         f"(its cameras: {checkpoint_cameras})")
+    missing = [name for name in checkpoint_cameras if name not in feeds and name not in CAMERA_NAMES]
+    if missing:
+        example = {f"{IMAGE_KEY}{ours}": f"{IMAGE_KEY}{theirs}" for ours, theirs in zip(CAMERA_NAMES, missing)}
+        raise ValueError(f"the checkpoint's cameras {missing} are none of the sim's ({', '.join(CAMERA_NAMES)}): "
+                         f"say which of the sim's feeds each with --rename_map, as lerobot-eval takes it, e.g. "
+                         f"--rename_map '{json.dumps(example)}'")
+    cameras = tuple(feeds.get(name, name) for name in checkpoint_cameras)
+    if len(set(cameras)) != len(cameras):
+        raise ValueError(f"the sim's camera {max(cameras, key=cameras.count)!r} would feed two of the checkpoint's "
+                         f"cameras {checkpoint_cameras} (--rename_map {rename_map})")
+    return cameras
 
 
 def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
@@ -80,40 +132,43 @@ def execution(config: GraphConfig) -> tuple[int, float | None]:
     return config.replan_ticks(), (coeff if merge == "ensemble" else None)
 
 
-_WORKER: dict[tuple[GraphConfig, int], tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
-_POOL_JOB: tuple[GraphConfig, int] | None = None  # a Pool worker's configuration and n_action_steps
+_WORKER: dict[tuple, tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
+_POOL_JOB: tuple | None = None  # a Pool worker's configuration, n_action_steps and rename map
 
 
-def _worker_objects(config: GraphConfig, steps: int) -> tuple[PickObjectEnv, ChunkPolicy]:
+def _worker_objects(config: GraphConfig, steps: int,
+                    rename_map: dict[str, str] | None = None) -> tuple[PickObjectEnv, ChunkPolicy]:
     """A worker process's env and policy for this configuration, built on its first episode and kept; torch on
     one thread (one core, and the same arithmetic as evaluate's own episodes)."""
     import torch
 
     torch.set_num_threads(1)
-    if (config, steps) not in _WORKER:
+    job = (config, steps, json.dumps(rename_map or {}, sort_keys=True))
+    if job not in _WORKER:
         for env, _ in _WORKER.values():  # another checkpoint (a curve's next point): one env per worker
             env.close()
         _WORKER.clear()
-        _WORKER[config, steps] = (make_env(config), load_policy(config))
-    return _WORKER[config, steps]
+        _WORKER[job] = (make_env(config), load_policy(config, rename_map))
+    return _WORKER[job]
 
 
-def worker_episode(config: GraphConfig, steps: int, seed: int) -> dict:
+def worker_episode(config: GraphConfig, steps: int, seed: int, rename_map: dict[str, str] | None = None) -> dict:
     """One seeded episode in a worker process, a Pool's or a Ray task's (act_node.distributed): the same
     episode, bit for bit, as evaluate runs in its own process, so no result depends on where it ran."""
-    env, policy = _worker_objects(config, steps)
+    env, policy = _worker_objects(config, steps, rename_map)
     return evaluate_episode(env, policy, seed, steps, ensemble_coeff=execution(config)[1]).to_dict()
 
 
-def _start_worker(config: GraphConfig, steps: int) -> None:
+def _start_worker(config: GraphConfig, steps: int, rename_map: dict[str, str] | None = None) -> None:
     """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
     global _POOL_JOB
-    _POOL_JOB = (config, steps)
-    _worker_objects(config, steps)
+    _POOL_JOB = (config, steps, rename_map)
+    _worker_objects(config, steps, rename_map)
 
 
 def _worker_episode(seed: int) -> dict:
-    return worker_episode(*_POOL_JOB, seed)
+    config, steps, rename_map = _POOL_JOB
+    return worker_episode(config, steps, seed, rename_map)
 
 
 JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one line per finished episode
@@ -217,19 +272,28 @@ class EpisodeJournal:
 
 
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
-             ray: str | None = None, resume: bool = False) -> dict:
+             ray: str | None = None, resume: bool = False, rename_map: dict[str, str] | None = None,
+             suite: Suite | None = None) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
-    first `videos` episodes under `out`, returns the report. The filmed episodes run here; the rest in `workers`
+    first `videos` episodes and of one episode of each mode that occurred (act_node.tabletop.outcomes; none when
+    `videos` is 0), with their first and last frames, and report.png (act_node.report.draw_report) under `out`;
+    returns the report. The filmed episodes run here; the rest in `workers`
     processes, or with `ray` as Ray tasks (act_node.distributed: "local", a cluster started here; "auto" or
     HOST:PORT, a running one). Ctrl-C writes the report of the episodes that finished, then raises
     KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
     seeds that journal lacks (a filmed seed also when it was not filmed into the video that is there), if its
-    header (journal_header: settings, checkpoint, package) is this evaluation's."""
+    header (journal_header: settings, checkpoint, package) is this evaluation's. `suite`: its seeds and object count
+    instead of config's (act_node.suites)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
-    policy = load_policy(config)  # fails here, clearly, on a mismatched checkpoint
+    if suite is not None:  # its seeds and object count (act_node.suites), whatever config says
+        seeds, config = list(suite.seeds), config.replace(objects=suite.objects, episodes=len(suite.seeds),
+                                                          first_seed=suite.seeds[0])
+    if rename_map and ray is not None:
+        raise ValueError("--rename_map runs in this process or in --workers; Ray tasks take none yet: drop --ray")
+    policy = load_policy(config, rename_map)  # fails here, clearly, on a mismatched checkpoint
     steps, coeff = execution(config)
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
@@ -237,6 +301,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
                          f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
     filmed, rest = seeds[:videos], seeds[videos:]
+    given = camera_names_given(rename_map or {})
     import torch
 
     threads = torch.get_num_threads()
@@ -251,12 +316,29 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     def video(seed: int) -> Path:
         return out / f"episode_seed{seed}.mp4"
 
+    def stills(seed: int) -> tuple[Path, Path]:
+        return out / "stills" / f"seed{seed}_first.png", out / "stills" / f"seed{seed}_last.png"
+
+    def film(seed: int) -> dict:
+        """The seed's episode filmed: its video, and its first and last frames for the report's picture."""
+        frames: list[np.ndarray] = []
+        episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
+        write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
+        filmed_here.add(seed)
+        for frame, still in zip((frames[0], frames[-1]), stills(seed)):
+            still.parent.mkdir(exist_ok=True)
+            Image.fromarray(frame).save(still)
+        return episode
+
     episodes: list[dict] = []
     journal: EpisodeJournal | None = None
     resumed, interrupted = 0, False
+    mode_seeds: dict[str, int] = {}
+    filmed_here: set[int] = set()  # seeds filmed by this call
     progress = None
     try:
-        journal = EpisodeJournal(out, journal_header(config, steps, coeff), resume)
+        header = journal_header(config, steps, coeff) | ({"rename_map": rename_map} if rename_map else {})
+        journal = EpisodeJournal(out, header, resume)
         episodes = [e for e in (journal.finished(seed, video(seed) if seed in filmed else None) for seed in seeds)
                     if e is not None]
         resumed = len(episodes)
@@ -266,10 +348,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
         progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
         for seed in filmed:  # filmed in this process, in order
-            frames: list[np.ndarray] = []
-            episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
-            write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
-            episodes.append(journal.add(episode, video(seed)))  # after its video: a journalled filmed seed has one
+            episodes.append(journal.add(film(seed), video(seed)))  # after its video: a journalled filmed seed has one
             progress.update(1)
         if rest and ray is not None:
             from contextlib import closing
@@ -282,7 +361,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                     episodes.append(journal.add(episode))
                     progress.update(1)
         elif rest and workers > 1:
-            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker, (config, steps)) as pool:
+            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker,
+                                           (config, steps, rename_map)) as pool:
                 for episode in pool.imap(_worker_episode, rest):
                     episodes.append(journal.add(episode))
                     progress.update(1)
@@ -290,6 +370,17 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             for seed in rest:
                 episodes.append(journal.add(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict()))
                 progress.update(1)
+        if videos > 0 and outcome_summary(episodes):
+            mode_seeds = first_of_each_mode(episodes, prefer=set(seeds[:videos]))
+        for mode, seed in mode_seeds.items():  # one episode of each mode on film: run again, the same bit for bit
+            on_film = seed in filmed_here or journal.finished(seed, video(seed)) is not None
+            if on_film and all(still.is_file() for still in stills(seed)):
+                continue
+            again = film(seed)
+            if again["outcome"] != mode:
+                tqdm.write(f"warning: seed {seed} ended '{again['outcome']}' when filmed, '{mode}' before: the "
+                           "episode did not repeat", file=sys.stderr)
+            journal.add(again, video(seed))  # filmed now: a resumed evaluation finds its video
     except KeyboardInterrupt:
         if not episodes:
             raise
@@ -308,14 +399,24 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "n_action_steps": steps,
         "temporal_ensemble_coeff": coeff,  # None: chunks of n_action_steps, without ensembling
         "renderer": renderer,
-        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray},
+        # which of the sim's cameras each of the checkpoint's cameras is given (--rename_map, else its own name)
+        "cameras_given": {given.get(name, name): name for name in config.cameras} if policy.camera_names else {},
+        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
+        # one episode of each mode that occurred: its video and its first and last frames (drawn in report.png)
+        "outcome_videos": {mode: str(video(seed)) for mode, seed in mode_seeds.items() if video(seed).is_file()},
+        "outcome_stills": {mode: [str(still) for still in stills(seed)] for mode, seed in mode_seeds.items()
+                           if all(still.is_file() for still in stills(seed))},
+        "picture": str(out / "report.png"),
+        "suite": suite.to_dict() if suite is not None else None,  # act-sim eval --suite: which seed set, version
         "resumed_episodes": resumed,  # read from out/episodes.jsonl, run before (resume)
         "per_episode": sorted(episodes, key=lambda e: e["seed"]),
     }
     if interrupted:
         report["stopped_by"] = "SIGINT"  # of the config.episodes asked for, report["episodes"] finished
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    draw_report(report, out / "report.png", {mode: tuple(map(Path, files))
+                                             for mode, files in report["outcome_stills"].items()})
     if interrupted:
         raise KeyboardInterrupt(f"stopped after {len(episodes)} of {len(seeds)} episodes; {out / 'report.json'} "
                                 f"reports them")
@@ -323,11 +424,14 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
 
 
 def summarize(episodes: list[dict]) -> dict:
-    """Episode count, success rate with its 95% interval, mean summed reward and mean length. The episodes
+    """Episode count, success rate with its 95% interval, why the episodes ended (each mode of
+    act_node.tabletop.outcomes overall and by requested kind, with 95% intervals: act_node.report.outcome_summary),
+    mean summed reward and mean length. The episodes
     are taken in seed order, so the float sums do not depend on the order workers finished in."""
     episodes = sorted(episodes, key=lambda e: e["seed"])
     successes = sum(e["success"] for e in episodes)
     grasps = sum(e.get("max_reward", 0.0) > GRASPED_REWARD for e in episodes)
+    outcomes = outcome_summary(episodes)  # why each episode ended (act_node.tabletop.outcomes), by kind too
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),
             "success_ci95": list(wilson_interval(successes, len(episodes))),
             "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
@@ -342,4 +446,5 @@ def summarize(episodes: list[dict]) -> dict:
             # the policy lifted an object that was not requested (a distractor): the target's worth shows here
             "picked_other": sum(any(k != requested_kind(e["task"]) for k in e.get("lifted", [])) for e in episodes),
             "max_target_error_m": max((e["target_error_m"] for e in episodes
-                                       if math.isfinite(e.get("target_error_m") or math.inf)), default=None)}
+                                       if math.isfinite(e.get("target_error_m") or math.inf)), default=None),
+            **(outcomes or {})}

@@ -180,9 +180,11 @@ class ChunkPolicy:
         self.config = policy.config
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu", expect: FeatureSpec | None = None) -> ChunkPolicy:
+    def load(cls, path: str | Path, device: str = "cpu", expect: FeatureSpec | None = None,
+             rename_map: dict[str, str] | None = None) -> ChunkPolicy:
         """Load a `pretrained_model` folder on `device`; with `expect`, refuse (CheckpointMismatch) a
-        checkpoint whose features differ."""
+        checkpoint whose features differ. `rename_map` {the fed key: the checkpoint's key} goes to the
+        preprocessor's rename step, as lerobot-eval's --rename_map does (`expect` names the checkpoint's keys)."""
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
         path = Path(path)
@@ -205,6 +207,8 @@ class ChunkPolicy:
         policy = get_policy_class(config.type).from_pretrained(str(path), config=config)
         policy.to(device).eval()
         overrides = {"device_processor": {"device": device}}
+        if rename_map:
+            overrides["rename_observations_processor"] = {"rename_map": dict(rename_map)}
         preprocessor, postprocessor = make_pre_post_processors(
             config, pretrained_path=str(path), preprocessor_overrides=overrides,
             postprocessor_overrides={"device_processor": {"device": "cpu"}})

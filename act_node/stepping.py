@@ -174,7 +174,8 @@ class SimEpisodes:
                              held_ticks=self.held_ticks, target_error_m=error, lifted=self.table.task.lifted(),
                              policy_calls=len(self.policy_chunks),
                              mean_inference_s=float(np.mean(self.inference_s)) if self.inference_s else None,
-                             episode=self.start.episode)
+                             episode=self.start.episode, outcome=self.table.watch.mode(success),
+                             outcome_facts=self.table.watch.facts.to_dict())
 
     # --- chunks and the clock ---------------------------------------------------------------------------
     def add_chunk(self, stamp_s: float, actions_rad: np.ndarray) -> int | None:

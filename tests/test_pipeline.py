@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,6 +151,11 @@ def test_evaluation_reports_success_rate_interval_rewards_and_videos(tiny_checkp
         == {"renderer": "tiny"}  # act-sim train copied the dataset's record into the checkpoint
     assert all(e["policy_calls"] == 3 for e in saved["per_episode"])  # 25 steps, 10 per chunk
     assert (tmp_path / "eval" / "episode_seed1000.mp4").stat().st_size > 1000
+    # why each ended: one mode an episode, each mode that occurred filmed once, the page drawn
+    assert sum(row["count"] for row in saved["outcomes"].values()) == 2
+    assert set(saved["outcome_videos"]) == {e["outcome"] for e in saved["per_episode"]} == set(saved["outcome_stills"])
+    assert all((tmp_path / "eval" / Path(v).name).is_file() for v in saved["outcome_videos"].values())
+    assert (tmp_path / "eval" / "report.png").stat().st_size > 10000
     assert saved["selector_misses"] == 0 and saved["max_target_error_m"] < 0.01
     assert all(e["selector_found"] and e["clamped_joints"] >= 0 for e in saved["per_episode"])
     in_parallel = evaluate(config, out=tmp_path / "parallel", videos=0, workers=2)  # two workers, one episode each

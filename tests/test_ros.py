@@ -539,6 +539,7 @@ def test_ros_and_in_process_evaluation_of_a_checkpoint_agree(tiny_checkpoint, tm
     over_ros = json.loads((tmp_path / "ros" / "report_ros.json").read_text())
     for a, b in zip(local["per_episode"], over_ros["per_episode"]):
         assert (a["seed"], a["success"], a["steps"]) == (b["seed"], b["success"], b["steps"])
+        assert a["outcome"] == b["outcome"] and b["outcome"] is not None  # the graph's sim judges as in-process
         assert b["held_ticks"] == 0, "the sim held for want of an action: the two runs executed different commands"
         assert a["sum_reward"] == pytest.approx(b["sum_reward"], abs=1e-3)
         # the graph's result counts the chunks the policy node sent for the episode: its calls, as in-process

@@ -130,8 +130,10 @@ class PickObjectEnv(gym.Env):
         self._last_pixels = {}  # what render() would show is from an older tick now
         truncated = self.steps >= self.max_steps and not outcome.success
         info = self._info(outcome.success, outcome.clamped)
-        if outcome.success or truncated:  # at the episode's end: which objects are up (a distractor, say)
-            info["lifted"] = self.table.task.lifted()
+        if outcome.success or truncated:  # at the episode's end: which objects are up (a distractor, say), and why
+            info["lifted"] = self.table.task.lifted()  # it ended (act_node.tabletop.outcomes: one of its MODES)
+            info["outcome"] = self.table.watch.mode(outcome.success)
+            info["outcome_facts"] = self.table.watch.facts.to_dict()
         return outcome.reward, outcome.success, truncated, info
 
     def observe(self) -> dict:

@@ -17,6 +17,7 @@ import numpy as np
 
 from act_node import so101
 from act_node.tabletop.cameras import CameraRig, CameraSpec, auto_renderer
+from act_node.tabletop.outcomes import OutcomeWatch
 from act_node.tabletop.robot import Robot
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.task import PickTask
@@ -45,6 +46,7 @@ class TableTop:
         self.world = World(renderer=auto_renderer(cameras) if renderer == "auto" else renderer)
         self.robot = Robot(self.world)
         self.task = PickTask(self.world, self.robot)
+        self.watch = OutcomeWatch(self.task, self.robot)  # why the episode ends (act_node.tabletop.outcomes)
         self.rig = CameraRig(self.world, self.robot, cameras)
         self.substeps = PHYSICS_HZ // fps
 
@@ -59,12 +61,14 @@ class TableTop:
             self.task.place()
         self.world.step(self.substeps)  # let the objects settle on the table
         self.task.settled()
+        self.watch.reset()
         return scene
 
     def step(self, command_rad: np.ndarray) -> StepOutcome:
         """Command the arm (6,) radians, run one control tick of physics, judge the task."""
         clamped = self.robot.command(command_rad)
         self.world.step(self.substeps)
+        self.watch.tick(command_rad)
         success = self.task.is_success()
         return StepOutcome(clamped, success, self.task.reward(success))
 
