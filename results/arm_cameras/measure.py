@@ -6,7 +6,8 @@
    run `seconds` from its first applied chunk. Per launch: whether chunks came, the share of the arm's ticks after the
    first chunk it held on a stale chunk (its /diagnostics: `holds`, `ticks`), the joint states that matched no frame
    and the answered frames' ages (the policy's /diagnostics), the policy's refusals.
-2. Recording: `teleop:=leader record:=DIR` (a simulated leader moved by a script), the same two cameras, `episodes`
+2. Recording: `teleop:=leader record:=DIR` (a simulated leader moved by a script, the follower's bus in a process
+   of its own: ServedBus), the same two cameras, `episodes`
    episodes started and stopped by /act_recorder/start and /act_recorder/stop; each stop's answer and the dataset.
 
     PYTHONPATH=. .venv/bin/python results/arm_cameras/measure.py --out results/arm_cameras/measure.json
@@ -149,6 +150,24 @@ class Streams:
             self.process.kill()
 
 
+class ServedBus:
+    """The follower's simulated bus in a process of its own (`python -m act_node.arm.servo_sim`): as a thread of this
+    process it missed three reads in a row on the loaded machine and the arm latched a fault."""
+
+    def __init__(self, calibration: Path):
+        self.process = subprocess.Popen([sys.executable, "-m", "act_node.arm.servo_sim", "--calibration",
+                                         str(calibration), "--hand-speed", "0"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+        self.port = self.process.stdout.readline().strip()
+
+    def __enter__(self) -> ServedBus:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 def _stream(paths: dict, size, phases: dict, stop_event) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from arm_helpers import StreamingCamera
@@ -224,7 +243,7 @@ def record(watcher: Watcher, folder: Path, episodes: int, seconds: float, rng) -
     watcher.reset()
     log, root = folder / "launch.log", folder / "data"
     answers = []
-    with SimulatedBus(so101_calibration(HOMING), start_rad=START_RAD) as bus, \
+    with ServedBus(cal / f"{ROBOT_ID}.json") as bus, \
             SimulatedBus(so101_calibration(LEADER_HOMING), start_rad=START_RAD) as leader:
         process = launch(log, f"port:={bus.port}", f"id:={ROBOT_ID}", f"calibration_dir:={cal}", "teleop:=leader",
                          f"leader_port:={leader.port}", f"leader_id:={LEADER_ID}", f"record:={root}",
