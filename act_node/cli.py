@@ -235,6 +235,7 @@ def cmd_record(args: argparse.Namespace) -> None:
 
 def cmd_bag2dataset(args: argparse.Namespace) -> None:
     from act_node.bags import bag_to_dataset
+    from act_node.observation import FRAME_MAX_AGE
     from act_node.record import ResumeRefused
     from act_node.recording import RecorderSettings
 
@@ -252,7 +253,10 @@ def cmd_bag2dataset(args: argparse.Namespace) -> None:
     cameras = tuple(c.strip() for c in args.cameras.split(",") if c.strip())
     settings = RecorderSettings(Path(args.out), args.repo_id, cameras, args.fps, not args.no_target,
                                 args.robot_type, args.keep_failures, args.resume, image_writer_threads=2,
-                                environment_layout=args.environment_state)
+                                environment_layout=args.environment_state,
+                                # an arm's bag (--episode ranges): cameras on their own clocks; the sim's: exact
+                                frame_max_age=args.frame_max_age if args.frame_max_age is not None else
+                                FRAME_MAX_AGE if ranges else 0.0, camera_fps=tuple(args.camera_fps or ()))
     try:
         summary = bag_to_dataset(args.bag, settings, args.namespace, ranges, args.task)
     except (FileNotFoundError, FileExistsError, ResumeRefused, ValueError) as error:
@@ -806,6 +810,11 @@ def main(argv: list[str] | None = None) -> None:
                       help="observation.environment_state's layout: target (10) or target_tool (13: and the tool "
                       "relative to the target, from the joints); target_tool_yaw is recorded by act-sim record")
     bags.add_argument("--robot-type", default="so101_sim", help="the dataset's robot_type")
+    bags.add_argument("--frame-max-age", type=float, default=None, help="the oldest camera frame a command takes, in "
+                      "the camera's periods (act_node.observation.FrameBounds); default: 3 with --episode (an arm's "
+                      "cameras run on their own clocks), 0 otherwise (the sim's: the command's own stamp)")
+    bags.add_argument("--camera-fps", type=float, nargs="+", help="each camera's frames a second, in --cameras' "
+                      "order (default: --fps for all)")
     bags.set_defaults(run=cmd_bag2dataset)
 
     args, extra = parser.parse_known_args(argv)

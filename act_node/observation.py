@@ -4,18 +4,37 @@
 from the joints in radians, the images and the target: the env, the policy node and the recorders call it, so
 what is recorded is what is served. `dataset_frame` turns that dict and an action into a LeRobotDataset frame.
 
+Which frame of a camera a tick takes (`FrameBounds`): a tick stamped t (a joint state; a command, in a recording)
+takes each camera's newest frame stamped in
+
+    [t - skew_s - frame_max_age * the camera's period,  t + skew_s]
+
+that is, not from the tick's future beyond skew_s (the clocks' jitter) and not older than a bound tied to that
+camera's period (1 / its frames a second, as given: `camera_fps`): a camera at 15 fps may give a tick a frame twice
+as old as one at 30 fps. It is LeRobot's rule (`OpenCVCamera.read_latest(max_age_ms)`, read by the SO follower's
+get_observation each tick), with the age in periods of each camera instead of one time. The period is the one given,
+not one measured from the frames: a camera that slows down (a webcam's auto exposure halving its rate in dim light)
+is reported (its measured period, on /diagnostics), not accommodated.
+Cameras on their own clocks (an arm's) are never in phase with the joint states: their frames are stamped when
+captured, and the newest one is as good as it gets. `frame_max_age` 0 leaves only frames of the tick's own stamp
+(within skew_s): the sim's, whose streams all carry the tick's stamp (lockstep and realtime), match exactly.
+
 Each source (the joint states, every camera) keeps its recent messages; the newest observation is the
-newest stamp of the first source that every other source matches within `skew_s`. Messages may arrive
-late, out of order or not at all: a stamp some source lacks is skipped for an older complete one.
-`newest_anchor` and `offsets` say why the newest one is not complete (a camera's nearest frame seconds before
-or after it, or none at all): the policy node refuses a stale or impossible observation with that reason.
+newest stamp of the first source that every other source has a frame for. Messages may arrive late, out of
+order or not at all: a stamp some source lacks is skipped for an older complete one. `newest_anchor` and
+`misses` say why the newest one is not complete (a camera's nearest frame seconds before or after it, or none
+at all): the policy node refuses a stale or impossible observation with that reason. `FrameAges` counts what a
+node matched: how old each camera's frames were and how often nothing matched.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import statistics
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,47 +51,248 @@ from act_node.table_frame import (  # noqa: F401 (the layouts' names are read fr
 )
 
 BUFFER = 60  # messages kept per source: two seconds at 30 Hz
+PERIOD_GAPS = 15  # a camera's period is the median of the gaps between its last this many + 1 frames
+# the default bound on a frame's age, in its camera's periods: a camera node publishes the newest frame it has
+# captured on a timer of its own, so a tick may find the frame before the newest still on its way (one period),
+# the newest one a timer period old (up to one more), and a frame lost now and then (one more)
+FRAME_MAX_AGE = 3.0
+
+
+class StampedFrames:
+    """One source's recent (stamp, value) pairs in stamp order, whatever order they came in; past `keep`, the one
+    that came first goes (not the oldest stamp: after a jump back, the new time's stamps are the oldest)."""
+
+    def __init__(self, keep: int | None = BUFFER):
+        self.keep = keep
+        self.items: list[tuple[float, object, int]] = []  # (stamp, value, arrival number), by stamp
+        self.arrivals: deque[tuple[float, int]] = deque()
+        self.count = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return ((stamp, value) for stamp, value, _ in self.items)
+
+    def add(self, stamp_s: float, value) -> None:
+        self.count += 1
+        bisect.insort(self.items, (stamp_s, value, self.count), key=lambda item: item[0])
+        self.arrivals.append((stamp_s, self.count))
+        if self.keep is not None and len(self.items) > self.keep:
+            self._remove(*self.arrivals.popleft())
+
+    def _remove(self, stamp_s: float, number: int) -> None:
+        at = bisect.bisect_left(self.items, stamp_s, key=lambda item: item[0])
+        while at < len(self.items) and self.items[at][2] != number:
+            at += 1
+        if at < len(self.items):
+            del self.items[at]
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.arrivals.clear()
+
+    def keep_only(self, when: Callable[[float], bool]) -> int:
+        """Keep the items whose stamps `when` takes; how many went."""
+        kept = [item for item in self.items if when(item[0])]
+        gone, self.items[:] = len(self.items) - len(kept), kept
+        if gone:
+            numbers = {item[2] for item in kept}
+            self.arrivals = deque(arrival for arrival in self.arrivals if arrival[1] in numbers)
+        return gone
+
+    def newest_stamp(self) -> float | None:
+        return self.items[-1][0] if self.items else None
+
+    def newest_in(self, low_s: float, high_s: float) -> tuple[float, object] | None:
+        """The newest (stamp, value) stamped in [low_s, high_s], or None."""
+        at = bisect.bisect_right(self.items, high_s, key=lambda item: item[0])
+        return self.items[at - 1][:2] if at and self.items[at - 1][0] >= low_s else None
+
+    def nearest(self, stamp_s: float) -> tuple[float, object] | None:
+        best = min(self.items, key=lambda item: abs(item[0] - stamp_s), default=None)
+        return None if best is None else best[:2]
+
+    def after(self, stamp_s: float) -> bool:
+        """Whether an item stamped after `stamp_s` is here."""
+        return bool(self.items) and self.items[-1][0] > stamp_s
+
+    def period_s(self) -> float | None:
+        """The source's period: the median gap between its last PERIOD_GAPS + 1 stamps (None before two)."""
+        stamps = [item[0] for item in self.items[-PERIOD_GAPS - 1:]]
+        gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+        return statistics.median(gaps) if gaps else None
+
+
+@dataclass(frozen=True)
+class FrameBounds:
+    """Which frame of a camera a tick stamped t takes: its newest frame stamped in [t - skew_s - max_age * period,
+    t + skew_s] (the module's docstring), `max_age` in the camera's periods (0: only frames of the tick's stamp)."""
+
+    skew_s: float
+    max_age: float = 0.0
+
+    def __post_init__(self):
+        if not (self.skew_s >= 0 and self.max_age >= 0):
+            raise ValueError(f"skew_s and frame_max_age must be >= 0, got {self.skew_s} and {self.max_age}")
+
+    def oldest_s(self, period_s: float) -> float:
+        """How long before a tick a frame of a camera of this period may be stamped and still be the tick's, s."""
+        return self.skew_s + self.max_age * period_s
+
+    def pick(self, frames: StampedFrames, stamp_s: float, period_s: float) -> tuple[float, object] | None:
+        """The (stamp, frame) a tick at `stamp_s` takes from `frames` (a camera of `period_s`), or None."""
+        return frames.newest_in(stamp_s - self.oldest_s(period_s), stamp_s + self.skew_s)
+
+    def settled(self, frames: StampedFrames, stamp_s: float, picked: tuple[float, object] | None) -> bool:
+        """Whether no later message can change the pick: the camera has shown a frame after the tick's window
+        (its frames come in order), or the pick has the tick's own stamp."""
+        return frames.after(stamp_s + self.skew_s) or (picked is not None and abs(picked[0] - stamp_s) <= self.skew_s)
+
+
+def camera_periods(cameras: list[str], periods: Mapping[str, float] | float) -> dict[str, float]:
+    """{camera: period in seconds} from one period for all or one each; ValueError naming a missing or bad one."""
+    given = dict.fromkeys(cameras, periods) if isinstance(periods, (int, float)) else dict(periods)
+    bad = {camera: given.get(camera) for camera in cameras if not 0 < given.get(camera, 0) < math.inf}
+    if bad:
+        raise ValueError(f"every camera needs a period > 0 s (1 / its frames a second); got {bad}")
+    return {camera: float(given[camera]) for camera in cameras}
+
+
+def periods_of_rates(cameras: list[str], rates: list[float], fps: float, what: str = "camera_fps") -> dict[str, float]:
+    """Each camera's period from `rates` (frames a second, one per camera in `cameras`' order; empty: `fps` for
+    all). ValueError naming what is wrong."""
+    if not rates:
+        rates = [fps] * len(cameras)
+    if len(rates) != len(cameras) or not all(0 < rate < math.inf for rate in rates):
+        raise ValueError(f"{what} must give one rate > 0 (frames a second) per camera of {list(cameras)}, got "
+                         f"{list(rates)}")
+    return {camera: 1.0 / float(rate) for camera, rate in zip(cameras, rates)}
+
+
+@dataclass
+class FrameAge:
+    """One camera's matches: ticks that took a frame and ticks that found none, and how old the frames taken were
+    (seconds from the frame's stamp to the tick's; a frame up to skew_s after the tick is 0 old or less)."""
+
+    matched: int = 0
+    unmatched: int = 0
+    last_s: float = 0.0
+    total_s: float = 0.0
+    max_s: float = 0.0
+
+    def add(self, age_s: float | None) -> None:
+        if age_s is None:
+            self.unmatched += 1
+            return
+        self.matched += 1
+        self.last_s, self.total_s, self.max_s = age_s, self.total_s + age_s, max(self.max_s, age_s)
+
+    @property
+    def mean_s(self) -> float:
+        return self.total_s / self.matched if self.matched else 0.0
+
+
+@dataclass
+class FrameAges:
+    """Every camera's FrameAge, and its period and bound as last measured: what /diagnostics shows of a matcher."""
+
+    cameras: dict[str, FrameAge] = field(default_factory=dict)
+    # camera -> (its period as given, as measured from its frames, the oldest a frame may be), seconds
+    bounds: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    def add(self, camera: str, age_s: float | None) -> None:
+        self.cameras.setdefault(camera, FrameAge()).add(age_s)
+
+    def unmatched(self) -> int:
+        return sum(age.unmatched for age in self.cameras.values())
+
+    def slow(self) -> list[str]:
+        """The cameras whose frames came at over 1.5 times their given period lately: '<camera> every N ms, not M'."""
+        return [f"{camera} every {measured * 1e3:.0f} ms, not {period * 1e3:.0f}"
+                for camera, (period, measured, _) in sorted(self.bounds.items()) if measured > 1.5 * period]
+
+    def report(self, prefix: str = "") -> dict[str, str]:
+        """{prefix + camera.key: text}: ticks matched and not, the frames' age (last, mean, max), the camera's
+        period (as given and as measured) and the bound on the age, in ms."""
+        values = {}
+        for camera, age in sorted(self.cameras.items()):
+            period, measured, oldest = self.bounds.get(camera, (math.nan, math.nan, math.nan))
+            key = f"{prefix}{camera}"
+            values.update({f"{key}.matched": str(age.matched), f"{key}.unmatched": str(age.unmatched)})
+            values.update({f"{key}.{name}_ms": f"{seconds * 1e3:.1f}" for name, seconds in (
+                ("age_last", age.last_s), ("age_mean", age.mean_s), ("age_max", age.max_s), ("period", period),
+                ("measured_period", measured), ("oldest", oldest))})
+        return values
 
 
 class ObservationMatcher:
-    """Recent (stamp, value) pairs per source; `newest()` finds the newest stamp all sources share."""
+    """Recent (stamp, value) pairs per source; `newest()` finds the newest stamp of the first source (the joint
+    states) that every other source (the cameras) has a frame for, by `FrameBounds`."""
 
-    def __init__(self, sources: list[str], skew_s: float, buffer: int = BUFFER):
+    def __init__(self, sources: list[str], skew_s: float, buffer: int = BUFFER, max_age: float = 0.0,
+                 periods: Mapping[str, float] | float = 1 / 30, count_after_s: float = 1.0):
+        """`periods`: each other source's period in seconds (1 / its frames a second), or one for all.
+        `ages` counts each stamp of the first source once no later frame can change its match (every other source
+        has shown one after it), or once that source has moved `count_after_s` past it."""
         if not sources:
             raise ValueError("an observation needs at least one source")
         if skew_s < 0:
             raise ValueError(f"skew_s must be >= 0, got {skew_s}")
         self.skew_s = skew_s
-        self.buffers: dict[str, deque[tuple[float, object]]] = {name: deque(maxlen=buffer) for name in sources}
+        self.bounds = FrameBounds(skew_s, max_age)
+        self.buffers: dict[str, StampedFrames] = {name: StampedFrames(buffer) for name in sources}
+        self.periods = camera_periods(sources[1:], periods)
+        self.ages = FrameAges()  # each stamp of the first source: how old each other source's frame was, or none
+        self.count_after_s = count_after_s
+        self._uncounted: deque[float] = deque()
 
     def add(self, source: str, stamp_s: float, value) -> None:
         if source not in self.buffers:
             raise KeyError(f"unknown source {source!r}; sources are {list(self.buffers)}")
-        self.buffers[source].append((stamp_s, value))
+        self.buffers[source].add(stamp_s, value)
+        if source == next(iter(self.buffers)):
+            self._uncounted.append(stamp_s)
+        self._count()
+
+    def _count(self) -> None:
+        """Count the first source's stamps whose matches are settled into `ages`."""
+        newest = self.buffers[next(iter(self.buffers))].newest_stamp()
+        while self._uncounted:
+            stamp = self._uncounted[0]
+            match = self.match(stamp)
+            settled = all(self.bounds.settled(self.buffers[source], stamp, part) for source, part in match.items())
+            if not settled and newest - stamp < self.count_after_s:
+                return
+            self._uncounted.popleft()
+            for source, part in match.items():
+                self.ages.add(source, None if part is None else stamp - part[0])
 
     def clear(self) -> None:
+        """Forget every message (the counts in `ages` stay)."""
         for buffer in self.buffers.values():
             buffer.clear()
+        self._uncounted.clear()
+
+    def match(self, stamp_s: float) -> dict[str, tuple[float, object] | None]:
+        """Each other source's (stamp, value) for the first source's stamp `stamp_s`, or None where it has none."""
+        return {source: self.bounds.pick(self.buffers[source], stamp_s, period)
+                for source, period in self.periods.items()}
 
     def newest(self, after_s: float = -math.inf,
                accept: Callable[[float], bool] = lambda stamp: True) -> tuple[float, dict] | None:
-        """(stamp, {source: value}) for the newest stamp of the first source that every other source
-        matches within the skew bound (each with its nearest stamp); only stamps after `after_s` that
-        `accept` takes. None when no such observation is complete."""
-        anchor, *others = self.buffers
-        for stamp, value in sorted(self.buffers[anchor], key=lambda item: -item[0]):
+        """(stamp, {source: value}) for the newest stamp of the first source that every other source has a frame
+        for (FrameBounds); only stamps after `after_s` that `accept` takes. None when no such observation is
+        complete."""
+        anchor = next(iter(self.buffers))
+        for stamp, value in reversed(list(self.buffers[anchor])):
             if stamp <= after_s:
                 return None
             if not accept(stamp):
                 continue
-            match = {anchor: value}
-            for source in others:
-                best = self._nearest(source, stamp)
-                if best is None or abs(best[0] - stamp) > self.skew_s:
-                    break
-                match[source] = best[1]
-            else:
-                return stamp, match
+            match = self.match(stamp)
+            if all(part is not None for part in match.values()):
+                return stamp, {anchor: value, **{source: part[1] for source, part in match.items()}}
         return None
 
     def newest_anchor(self, after_s: float = -math.inf,
@@ -82,31 +302,32 @@ class ObservationMatcher:
         stamps = [stamp for stamp, _ in self.buffers[next(iter(self.buffers))] if stamp > after_s and accept(stamp)]
         return max(stamps, default=None)
 
-    def offsets(self, stamp_s: float) -> dict[str, float | None]:
-        """Why an observation at `stamp_s` (a stamp of the first source) is complete or not: each other
-        source's nearest stamp minus `stamp_s` (within +-skew_s: it matches; None: nothing from that source)."""
-        _, *others = self.buffers
-        nearest = {source: self._nearest(source, stamp_s) for source in others}
-        return {source: None if best is None else best[0] - stamp_s for source, best in nearest.items()}
+    def misses(self, stamp_s: float) -> dict[str, float | None]:
+        """Why an observation at `stamp_s` (a stamp of the first source) is not complete: for each other source
+        that has no frame for it, its nearest frame's stamp minus `stamp_s` (after the tick's window: > skew_s;
+        older than the bound: < -oldest_s(source); None: nothing from that source)."""
+        return {source: None if (near := self.buffers[source].nearest(stamp_s)) is None else near[0] - stamp_s
+                for source, part in self.match(stamp_s).items() if part is None}
+
+    def oldest_s(self, source: str) -> float:
+        """How long before a tick a frame of `source` may be stamped and be matched to it, seconds."""
+        return self.bounds.oldest_s(self.periods[source])
+
+    def measured_period_s(self, source: str) -> float | None:
+        """The period `source`'s frames came at lately (the median gap of its last stamps), None before two."""
+        return self.buffers[source].period_s()
 
     def forget(self, when: Callable[[float], bool], source: str | None = None) -> int:
         """Forget the messages of `source` (every source: None) whose stamps `when` takes: frames refused as
         impossible, or the old time after a jump back. How many went."""
-        gone = 0
-        for name in [source] if source is not None else list(self.buffers):
-            buffer = self.buffers[name]
-            kept = [item for item in buffer if not when(item[0])]
-            gone += len(buffer) - len(kept)
-            buffer.clear()
-            buffer.extend(kept)
-        return gone
+        if source is None or source == next(iter(self.buffers)):
+            self._uncounted = deque(stamp for stamp in self._uncounted if not when(stamp))
+        return sum(self.buffers[name].keep_only(lambda at: not when(at))
+                   for name in ([source] if source is not None else list(self.buffers)))
 
     def newest_stamp(self, source: str) -> float | None:
         """The newest stamp heard from `source` and still kept; None when none is."""
-        return max((stamp for stamp, _ in self.buffers[source]), default=None)
-
-    def _nearest(self, source: str, stamp_s: float) -> tuple[float, object] | None:
-        return min(self.buffers[source], key=lambda item: abs(item[0] - stamp_s), default=None)
+        return self.buffers[source].newest_stamp()
 
 
 # --- the target as the policy reads it (observation.environment_state) ------------------------------------

@@ -10,9 +10,14 @@ The recorder node (a live graph) and `act-sim bag2dataset` (a rosbag2 bag) both 
 write through the one DemonstrationWriter, with act_node.observation's builders: the same features, names and
 units as `act-sim record`, so what they record trains with `act-sim train` unchanged.
 
-A frame is a command and the joint states and images stamped within `skew_s` of it. A frame still missing a
-part once the streams have moved `late_s` past it is given up and counted as incomplete (by the part that
-was missing); a part that arrives after its frame was given up or written is counted as late. A
+A frame is a command, the joint states stamped within `skew_s` of it (the arm node and the sim stamp both with
+the tick's read) and each camera's image by act_node.observation.FrameBounds, the policy node's rule: the camera's
+newest frame not stamped after the command (beyond `skew_s`) nor older than `frame_max_age` of the camera's
+periods (0: only a frame of the command's own stamp, the sim's). A frame waits until every camera's pick is
+settled (the camera has shown a frame after the command, or the pick has its stamp), so that a live graph and a
+bag of it give the same frames. A frame still missing a part once the streams have moved `late_s` past it is
+given up and counted as incomplete (by the part that was missing); a part that arrives after its frame was
+given up or written is counted as late. A
 DemonstrationWriter saves an episode only when no more than `max_incomplete` of its frames were given up,
 and says why it dropped one.
 """
@@ -23,7 +28,8 @@ import errno
 import math
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +37,17 @@ import numpy as np
 
 from act_node import so101
 from act_node.description import tool_point
-from act_node.observation import build_observation, dataset_frame, requested_kind
+from act_node.observation import (
+    PERIOD_GAPS,
+    FrameAges,
+    FrameBounds,
+    StampedFrames,
+    build_observation,
+    camera_periods,
+    dataset_frame,
+    periods_of_rates,
+    requested_kind,
+)
 
 
 @dataclass(frozen=True)
@@ -54,18 +70,23 @@ class MatchCounts:
 
 
 class FrameMatcher:
-    """Matches each command with the joint states and every camera's image of the same stamp."""
+    """Matches each command with the joint states of its stamp and every camera's image by FrameBounds."""
 
-    def __init__(self, cameras: list[str], skew_s: float = 0.005, late_s: float = 0.5):
+    def __init__(self, cameras: list[str], skew_s: float = 0.005, late_s: float = 0.5, max_age: float = 0.0,
+                 periods: Mapping[str, float] | float = 1 / 30, ages: FrameAges | None = None):
+        """`periods`: each camera's period in seconds (1 / its frames a second), or one for all."""
         if skew_s < 0 or late_s <= 0:
             raise ValueError(f"skew_s must be >= 0 and late_s > 0, got {skew_s} and {late_s}")
         self.cameras, self.skew_s, self.late_s = list(cameras), skew_s, late_s
+        self.bounds = FrameBounds(skew_s, max_age)
+        self.periods = camera_periods(self.cameras, periods)
         self.sources = ["joints", *self.cameras]
         self.commands: deque[tuple[float, np.ndarray]] = deque()
-        self.parts: dict[str, deque[tuple[float, object]]] = {source: deque() for source in self.sources}
+        self.parts: dict[str, StampedFrames] = {source: StampedFrames(keep=None) for source in self.sources}
         self.newest_s = -math.inf  # the newest stamp any stream has shown
         self.settled_s = -math.inf  # frames up to here are written or given up
         self.counts = MatchCounts()
+        self.ages = ages if ages is not None else FrameAges()  # each settled frame's cameras: how old, or none
 
     def clear(self) -> None:
         """Forget everything buffered (an episode ends); the counts start again."""
@@ -89,7 +110,7 @@ class FrameMatcher:
         if stamp_s < self.settled_s - self.skew_s:
             self.counts.late[source] += 1
             return
-        self.parts[source].append((stamp_s, value))
+        self.parts[source].add(stamp_s, value)
         self.newest_s = max(self.newest_s, stamp_s)
 
     def frames(self, flush: bool = False) -> list[Frame]:
@@ -99,29 +120,43 @@ class FrameMatcher:
         self.commands = deque(sorted(self.commands, key=lambda item: item[0]))
         while self.commands:
             stamp, command = self.commands[0]
-            parts = {source: self._nearest(source, stamp) for source in self.sources}
+            parts, settled = self._parts(stamp)
             missing = [source for source, part in parts.items() if part is None]
-            if missing and not flush and self.newest_s - stamp < self.late_s:
-                break  # its parts may still come
+            if (missing or not settled) and not flush and self.newest_s - stamp < self.late_s:
+                break  # its parts may still come, or a newer frame of a camera
             self.commands.popleft()
             self.settled_s = stamp
+            for camera in self.cameras:
+                self.ages.add(camera, None if parts[camera] is None else stamp - parts[camera][0])
             if missing:
                 self.counts.incomplete[",".join(missing)] += 1
             else:
                 self.counts.complete += 1
-                out.append(Frame(stamp, np.asarray(parts["joints"], float),
-                                 {camera: parts[camera] for camera in self.cameras}, command))
-            self._forget_before(stamp - self.skew_s)
+                out.append(Frame(stamp, np.asarray(parts["joints"][1], float),
+                                 {camera: parts[camera][1] for camera in self.cameras}, command))
+            self._forget_before(stamp)
         return out
 
-    def _nearest(self, source: str, stamp: float):
-        best = min(self.parts[source], key=lambda item: abs(item[0] - stamp), default=None)
-        return None if best is None or abs(best[0] - stamp) > self.skew_s else best[1]
+    def _parts(self, stamp: float) -> tuple[dict[str, tuple[float, object] | None], bool]:
+        """Each source's (stamp, value) for the command of `stamp` (None: none), and whether no later message
+        can change them."""
+        joints = self.parts["joints"].nearest(stamp)
+        parts = {"joints": joints if joints is not None and abs(joints[0] - stamp) <= self.skew_s else None}
+        settled = True
+        for camera in self.cameras:
+            parts[camera] = self.bounds.pick(self.parts[camera], stamp, self.periods[camera])
+            settled = settled and self.bounds.settled(self.parts[camera], stamp, parts[camera])
+        return parts, settled
 
     def _forget_before(self, stamp: float) -> None:
-        for buffer in self.parts.values():
-            while buffer and buffer[0][0] < stamp:
-                buffer.popleft()
+        """Forget what no later command can take: joint states before `stamp` (less skew_s), and each camera's
+        frames older than its newest one up to `stamp` (plus skew_s), which a later command may still take."""
+        self.parts["joints"].keep_only(lambda at: at >= stamp - self.skew_s)
+        for camera in self.cameras:
+            frames = self.parts[camera]
+            picked = frames.newest_in(-math.inf, stamp + self.skew_s)
+            if picked is not None:
+                frames.keep_only(lambda at, oldest=picked[0]: at >= oldest)
 
 
 class EpisodeDropped(Exception):
@@ -218,6 +253,9 @@ class Episode:
     end: object = None  # None while it runs; then its EpisodeResult (the sim), "stop", "discard" or OVERTAKEN
     deadline: float = 0.0  # clock time by which its last parts must be in
     opened: bool = False  # the writer has started it
+    stop_s: float | None = None  # "stop": the stamp it was stopped at (commands up to it are its ticks), if known
+    # what became of it once written: (kept, what the recorder said of it)
+    outcome: Future = field(default_factory=Future)
 
 
 @dataclass(frozen=True)
@@ -238,10 +276,18 @@ class RecorderSettings:
     max_incomplete: float = 0.05
     image_writer_threads: int = 4
     environment_layout: str = "target"  # with use_target: which of act_node.observation.JOINT_LAYOUTS is recorded
+    # the oldest camera frame a command takes, in the camera's periods (act_node.observation.FrameBounds): 0, only
+    # frames of the command's own stamp (the sim's streams all carry the tick's); an arm's cameras run on their own
+    # clocks (act_node.observation.FRAME_MAX_AGE)
+    frame_max_age: float = 0.0
+    camera_fps: tuple[float, ...] = ()  # each camera's frames a second, in `cameras`' order (empty: fps for all)
 
     def __post_init__(self):
         from act_node.observation import JOINT_LAYOUTS
 
+        if self.frame_max_age < 0:
+            raise ValueError(f"frame_max_age must be >= 0 (camera periods), got {self.frame_max_age}")
+        periods_of_rates(list(self.cameras), list(self.camera_fps), self.fps)  # ValueError naming a bad one
         if self.environment_layout not in JOINT_LAYOUTS:
             raise ValueError(f"environment_layout {self.environment_layout!r}: a recording of streams builds "
                              f"{', '.join(JOINT_LAYOUTS)} from the joint states and the target; target_tool_yaw "
@@ -269,6 +315,19 @@ class Recorder:
         self.targets: deque[tuple[float, np.ndarray]] = deque(maxlen=64)
         self.writer: DemonstrationWriter | None = None
         self.saved, self.dropped = 0, 0
+        self.newest_command_s = -math.inf  # the newest command heard (they come in order, reliably)
+        self.ages = FrameAges()  # every episode's frames: how old each camera's was, how often it had none
+        self.periods = periods_of_rates(list(settings.cameras), list(settings.camera_fps), settings.fps)
+        self.stamps = {camera: StampedFrames(keep=PERIOD_GAPS + 1) for camera in settings.cameras}  # lately
+
+    def frame_report(self, prefix: str = "frames.") -> tuple[dict[str, str], int, list[str]]:
+        """What the frames matched so far (FrameAges.report), the commands that found no frame of a camera, and
+        the cameras slower than their given rate."""
+        with self.lock:
+            bounds = FrameBounds(self.settings.skew_s, self.settings.frame_max_age)
+            self.ages.bounds = {camera: (period, self.stamps[camera].period_s() or math.nan, bounds.oldest_s(period))
+                                for camera, period in self.periods.items()}
+            return self.ages.report(prefix), self.ages.unmatched(), self.ages.slow()
 
     @property
     def running(self) -> Episode | None:
@@ -278,6 +337,7 @@ class Recorder:
     def command(self, stamp_s: float, positions: np.ndarray) -> None:
         with self.lock:
             self.recent.append(("command", stamp_s, positions))
+            self.newest_command_s = max(self.newest_command_s, stamp_s)
             episode = self._episode_of(stamp_s)
             if episode is not None:
                 episode.matcher.add_command(stamp_s, positions)
@@ -285,6 +345,8 @@ class Recorder:
     def part(self, source: str, stamp_s: float, value) -> None:
         with self.lock:
             self.recent.append((source, stamp_s, value))
+            if source in self.stamps:
+                self.stamps[source].add(stamp_s, None)
             for episode in self.episodes:  # an ended one may still wait for its last tick's parts
                 episode.matcher.add(source, stamp_s, value)
 
@@ -309,19 +371,26 @@ class Recorder:
                 running.end, running.deadline = OVERTAKEN, self.clock() + self.settings.end_wait_s
             elif running is not None:
                 running.end = "discard"
-            matcher = FrameMatcher(list(self.settings.cameras), self.settings.skew_s, self.settings.late_s)
-            for source, stamp, value in self.recent:  # what came before this start message did
+            settings = self.settings
+            matcher = FrameMatcher(list(settings.cameras), settings.skew_s, settings.late_s, settings.frame_max_age,
+                                   self.periods, self.ages)
+            # what came before this start message did; a free-running camera's frames from before the start too,
+            # which its first commands may take (the matcher forgets what none takes)
+            oldest_part = -math.inf if settings.frame_max_age else start_s - matcher.skew_s
+            for source, stamp, value in self.recent:
                 if source == "command":
                     if stamp >= start_s - 1e-9:
                         matcher.add_command(stamp, value)
-                elif stamp >= start_s - matcher.skew_s:
+                elif stamp >= oldest_part:
                     matcher.add(source, stamp, value)
             self.episodes.append(Episode(task, start_s, seed, renderer, matcher))
 
-    def end(self, how, seed: int | None = None) -> bool:
+    def end(self, how, seed: int | None = None, at_s: float | None = None) -> Future | None:
         """End the running episode: with its EpisodeResult (kept if it succeeded, or keep_failures), "stop"
         (kept) or "discard". A result ends the episode of its seed, running or overtaken by the next one's start;
-        a result for no such episode is ignored. Whether one ended."""
+        a result for no such episode is ignored. `at_s`: the stamp a stop was asked at (its commands up to it
+        still count; it is written as soon as they are all in, not after end_wait_s). The episode's outcome, a
+        Future of (kept, what was said), or None when none ended."""
         with self.lock:
             if isinstance(how, str):
                 episode = self.running
@@ -329,9 +398,12 @@ class Recorder:
                 episode = next((e for e in reversed(self.episodes)
                                 if (e.end is None or e.end == OVERTAKEN) and e.seed == seed), None)
             if episode is None:
-                return False
+                return None
             episode.end, episode.deadline = how, self.clock() + self.settings.end_wait_s
-        return True
+            if how == "stop" and at_s is not None:  # its ticks end there: a command after it is nobody's
+                episode.stop_s = at_s
+                episode.matcher.commands = deque(item for item in episode.matcher.commands if item[0] <= at_s)
+        return episode.outcome
 
     # --- writing (one thread) ------------------------------------------------------------------------------
     def write_due(self, drain: bool = False) -> bool:
@@ -353,6 +425,9 @@ class Recorder:
                 return False  # its frames wait for the episode's target point
             waiting = episode.end in ("discard", OVERTAKEN) or (use_target and not fresh)
             frames = [] if waiting else episode.matcher.frames(flush=done)
+            # stopped at a known stamp: over once every command up to it is in and written
+            done = done or (not waiting and episode.stop_s is not None and self.newest_command_s >= episode.stop_s
+                            and not episode.matcher.commands)
             given_up = episode.matcher.counts.given_up
             if done:
                 self.episodes.pop(0)
@@ -389,6 +464,8 @@ class Recorder:
                 continue  # an earlier episode's
             if episode.end is None or episode.end == OVERTAKEN:  # bounded by the next episode's start
                 return episode
+            if episode.end == "stop" and episode.stop_s is not None:  # its ticks: up to the stop
+                return episode if stamp_s <= episode.stop_s else None
             if isinstance(episode.end, str):  # stopped or discarded: no tick count to bound it
                 return None
             return episode if stamp_s <= self._last_tick_s(episode) + episode.matcher.skew_s else None
@@ -405,7 +482,7 @@ class Recorder:
         matcher, last = episode.matcher, self._last_tick_s(episode)
         commands = matcher.counts.complete + matcher.counts.given_up + len(matcher.commands)
         return commands >= episode.end.steps and all(
-            buffer and buffer[-1][0] >= last - matcher.skew_s for buffer in matcher.parts.values())
+            buffer and buffer.newest_stamp() >= last - matcher.skew_s for buffer in matcher.parts.values())
 
     def _end(self, episode: Episode, given_up: int) -> None:
         failed = not isinstance(episode.end, str) and not episode.end.success
@@ -440,7 +517,7 @@ class Recorder:
             return
         self.saved += 1
         self._report(episode, f"episode saved: {frames} frames ({given_up} incomplete{lacking}), "
-                              f"{self.writer.episodes} in the dataset")
+                              f"{self.writer.episodes} in the dataset", kept=True)
 
     def _open(self, episode: Episode, frame: Frame) -> DemonstrationWriter:
         """The dataset, made (or resumed) at the first complete frame: the image sizes are its."""
@@ -455,6 +532,7 @@ class Recorder:
                                    max_incomplete=settings.max_incomplete,
                                    image_writer_threads=settings.image_writer_threads)
 
-    def _report(self, episode: Episode, text: str, error: bool = False) -> None:
+    def _report(self, episode: Episode, text: str, error: bool = False, kept: bool = False) -> None:
         seed = f" (seed {episode.seed})" if episode.seed is not None else ""
         self.say(f"{episode.task}{seed}: {text}", error)
+        episode.outcome.set_result((kept, f"{episode.task}{seed}: {text}"))

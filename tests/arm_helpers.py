@@ -1,8 +1,11 @@
 """Shared pieces of the arm tests: a simulated bus with a calibration file, the real driver on it, a loop at
-the real tick rate, and the invariants every logged Goal_Position write must keep."""
+the real tick rate, the invariants every logged Goal_Position write must keep, and cameras that stream on their
+own clocks."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -85,3 +88,51 @@ def check_goal_writes(bus: SimulatedBus, config: SafetyConfig, after_s: float = 
             f"{w.present_ticks} (bound {reach:.0f})")
         previous[w.servo_id] = w.value
     return len(writes)
+
+
+class StreamingCamera:
+    """A camera that streams for as long as the test runs, as an IP camera does: multipart JPEG (what ffmpeg's
+    mpjpeg demuxer reads, through LeRobot's OpenCV camera) written into a named pipe at `fps` on a clock of its own
+    (time.monotonic from when the camera was made, `phase_s` into its first period: never the bus's tick), the
+    pipe opened again for each new reader (a respawned camera node). A video file would not do: OpenCV reads a
+    file as fast as it decodes and then stops. `written` counts the frames written."""
+
+    def __init__(self, path, size: tuple[int, int], fps: float = 30.0, phase_s: float = 0.0):
+        os.mkfifo(path)
+        self.path, self.size, self.fps = path, size, fps
+        self.readers = 0
+        self.written = 0
+        self._origin = time.monotonic() + phase_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"camera {path.name}", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import cv2
+
+        k = 0
+        while not self._stop.is_set():
+            try:
+                with open(self.path, "wb") as pipe:  # blocks until a camera node opens the pipe
+                    self.readers += 1
+                    while not self._stop.is_set():
+                        frame = np.full((*self.size, 3), 90, np.uint8)
+                        frame[:, k % self.size[1]] = 255
+                        jpeg = cv2.imencode(".jpg", frame)[1].tobytes()
+                        # the camera's own clock: frame k of the stream is due at origin + k / fps
+                        k = max(k + 1, int(np.ceil((time.monotonic() - self._origin) * self.fps)))
+                        time.sleep(max(0.0, self._origin + k / self.fps - time.monotonic()))
+                        pipe.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(jpeg)
+                                   + jpeg + b"\r\n")
+                        pipe.flush()
+                        self.written += 1
+            except (BrokenPipeError, OSError):  # the reader went away (killed): wait for the next one
+                continue
+
+    def close(self) -> None:
+        self._stop.set()
+        try:  # a writer blocked in open() waits for a reader: give it one that leaves at once
+            os.close(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        self._thread.join(5.0)

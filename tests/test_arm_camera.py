@@ -39,6 +39,8 @@ class PacedCapture:
         if not ok:
             self.inner.set(self.cv2.CAP_PROP_POS_FRAMES, 0)
             ok, frame = self.inner.read()
+        if ok:  # the wall time this grab returned, and which frame it was (the streams' bright column)
+            GRABS.append((time.time(), int(frame.mean(axis=(0, 2)).argmax())))
         return ok, frame
 
     def __getattr__(self, name):
@@ -46,6 +48,7 @@ class PacedCapture:
 
 
 REAL_CAPTURE: list = []
+GRABS: list[tuple[float, int]] = []
 
 
 @pytest.fixture(autouse=True)
@@ -119,3 +122,25 @@ def test_or_resized_when_asked(ros, video, tmp_path):
     images, infos = collect(ros, node)
     assert image_array(images[-1]).shape == (96, 128, 3)
     assert (infos[-1].height, infos[-1].width) == (96, 128)
+
+
+def test_each_frame_goes_out_once_stamped_with_the_time_its_grab_returned(ros, tmp_path):
+    """A stream at 25 fps read by LeRobot's OpenCV camera (through a real cv2.VideoCapture that notes when each grab
+    returned), published on a 30 Hz timer: each frame once, stamped with its grab, not with the time the node's
+    timer published it: a subscriber matches frames to joint states by these stamps."""
+    from arm_helpers import StreamingCamera
+
+    from act_node.nodes.messages import seconds_of
+
+    stream = StreamingCamera(tmp_path / "front.mjpg", SIZE, fps=25.0)
+    GRABS.clear()
+    try:
+        images, _ = collect(ros, camera_node(stream.path, fps=30.0))
+    finally:
+        stream.close()
+    stamps = [seconds_of(image.header.stamp) for image in images]
+    assert len(set(stamps)) == len(stamps), "a frame published twice"
+    for image, stamp in zip(images, stamps):
+        column = int(image_array(image).mean(axis=(0, 2)).argmax())
+        grab = min((at for at, seen in GRABS if seen == column), key=lambda at: abs(at - stamp))
+        assert abs(grab - stamp) < 0.002, f"stamped {stamp - grab:+.4f} s from its grab"

@@ -7,13 +7,20 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from arm_helpers import ROBOT_ID, START_RAD, calibration, check_goal_writes, goal_writes, write_calibration
+from arm_helpers import (
+    ROBOT_ID,
+    START_RAD,
+    StreamingCamera,
+    calibration,
+    check_goal_writes,
+    goal_writes,
+    write_calibration,
+)
 from conftest import retire, wait_for
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -207,49 +214,6 @@ def test_launch_command_drives_the_arm_and_ctrl_c_leaves_it_without_torque(bus, 
 
 
 # --- a camera node killed under the arm ----------------------------------------------------------------------
-class StreamingCamera:
-    """A camera that streams for as long as the test runs, as an IP camera does: multipart JPEG (what ffmpeg's
-    mpjpeg demuxer reads, through LeRobot's OpenCV camera) written into a named pipe at 30 fps, the pipe opened
-    again for each new reader (a respawned camera node). A video file would not do: OpenCV reads a file as
-    fast as it decodes and then stops."""
-
-    def __init__(self, path, size: tuple[int, int]):
-        os.mkfifo(path)
-        self.path, self.size = path, size
-        self.readers = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"camera {path.name}", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        import cv2
-
-        k = 0
-        while not self._stop.is_set():
-            try:
-                with open(self.path, "wb") as pipe:  # blocks until a camera node opens the pipe
-                    self.readers += 1
-                    while not self._stop.is_set():
-                        frame = np.full((*self.size, 3), 90, np.uint8)
-                        frame[:, k % self.size[1]] = 255
-                        k += 1
-                        jpeg = cv2.imencode(".jpg", frame)[1].tobytes()
-                        pipe.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(jpeg)
-                                   + jpeg + b"\r\n")
-                        pipe.flush()
-                        time.sleep(1 / 30)
-            except (BrokenPipeError, OSError):  # the reader went away (killed): wait for the next one
-                continue
-
-    def close(self) -> None:
-        self._stop.set()
-        try:  # a writer blocked in open() waits for a reader: give it one that leaves at once
-            os.close(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-        self._thread.join(5.0)
-
-
 class ChunkWatcher(Node):
     """The policy's chunks as they arrive, the arm node's /diagnostics, and a target said again and again."""
 

@@ -61,6 +61,90 @@ def test_a_frame_missing_a_part_waits_then_is_given_up_and_a_late_part_is_counte
     assert matcher.frames(flush=True) == [] and matcher.counts.incomplete == {"wrist": 1, "joints": 1}
 
 
+# --- cameras on their own clocks: a command takes each camera's newest frame not from its future (beyond skew_s)
+# nor older than frame_max_age of the camera's periods, once no later frame can change the pick ---------------
+def free_matcher(**options) -> FrameMatcher:
+    return FrameMatcher(CAMERAS, skew_s=0.005, late_s=0.5, max_age=3.0, **options)
+
+
+def test_a_free_running_camera_gives_each_command_its_newest_frame_once_a_later_one_shows():
+    matcher = free_matcher()
+    for k in range(4):
+        matcher.add_command(k / FPS, joints(k) + 0.5)
+        matcher.add("joints", k / FPS, joints(k))
+    for stamp in (0.004, 0.044, 0.084):  # 25 fps, 4 ms after the first command
+        matcher.add("front", stamp, stamp)
+    for stamp in np.arange(-0.013, 0.11, 1 / FPS):  # in phase with nothing
+        matcher.add("wrist", float(stamp), float(stamp))
+    frames = matcher.frames()
+    # command 3 (0.1 s): the front camera's newest is 0.084, but one up to 0.105 may still come
+    assert [round(f.stamp_s * FPS) for f in frames] == [0, 1, 2]
+    assert [f.images["front"] for f in frames] == [0.004, 0.004, 0.044], "command 1: not the nearest, 0.044"
+    matcher.add("front", 0.124, 0.124)  # each camera's frame after command 3: its picks are settled
+    matcher.add("wrist", 0.12, 0.12)
+    assert [f.images["front"] for f in matcher.frames()] == [0.084]
+    assert matcher.counts.complete == 4 and matcher.ages.cameras["front"].max_s == pytest.approx(1 / FPS - 0.004)
+
+
+def test_a_future_frame_is_refused_and_one_older_than_the_bound_too():
+    matcher = free_matcher()
+    for k in range(3):
+        matcher.add_command(k / FPS, joints(k) + 0.5)
+        matcher.add("joints", k / FPS, joints(k))
+    for k in range(20):  # 30 fps, the front 12 ms after the commands: its first frame is from command 0's future
+        matcher.add("front", 0.012 + k / FPS, round(12 + k * 1000 / FPS))
+        matcher.add("wrist", k / FPS, k)
+    assert [f.images["front"] for f in matcher.frames()] == [12, 45]
+    assert matcher.counts.incomplete == {"front": 1}, "command 0 has no front frame: only one from its future"
+    old = free_matcher()
+    for stamp in np.arange(0.0, 0.5, 1 / FPS):  # the front camera at 30 fps until 0.5 s, then nothing
+        old.add("front", float(stamp), float(stamp))
+    old.add_command(0.7, joints(0))
+    old.add("joints", 0.7, joints(0))
+    old.add("wrist", 0.7, 0)
+    assert old.frames(flush=True) == [] and old.counts.incomplete == {"front": 1}, "0.23 s is over 3 periods"
+
+
+def test_lockstep_stamps_still_match_exactly():
+    """frame_max_age 0 (the sim's graph): a command whose own frame is missing is given up, never given the frame
+    of the tick before."""
+    matcher = FrameMatcher(CAMERAS, skew_s=0.002, late_s=0.2)
+    tick(matcher, 0)
+    tick(matcher, 1, skip=("front",))
+    for k in range(2, 10):
+        tick(matcher, k)
+    frames = matcher.frames()
+    assert [round(f.stamp_s * FPS) for f in frames] == [0, *range(2, 10)]
+    assert all((f.images["front"] == round(f.stamp_s * FPS)).all() for f in frames)
+    assert matcher.counts.incomplete == {"front": 1}
+
+
+def test_a_stop_at_a_stamp_writes_the_episode_once_its_commands_are_in_and_says_what_was_kept(tmp_path):
+    """An arm's recording: ~/stop at a stamp; the episode is written as soon as the commands up to it have come and
+    their frames settled, not after end_wait_s, and its outcome says what was kept."""
+    said, now = [], [0.0]
+    settings = RecorderSettings(tmp_path / "data", "local/test", use_target=False, robot_type="so101_follower",
+                                image_writer_threads=0, frame_max_age=3.0)
+    recorder = Recorder(settings, lambda text, error: said.append(text), lambda: now[0])
+    recorder.begin("pick up the cup", 0.0)
+    for k in range(-6, 40):  # the cameras ran before the start: command 0 takes their frames from before it
+        if k >= 0:
+            recorder.command(k / FPS, joints(k) + 0.5)
+            recorder.part("joints", k / FPS, joints(k))
+        for camera, fps, phase in (("front", 25, 0.011), ("wrist", 15, 0.027)):
+            if (k - 1) / FPS < phase + np.floor((k / FPS - phase) * fps) / fps <= k / FPS:
+                stamp = phase + np.floor((k / FPS - phase) * fps) / fps
+                recorder.part(camera, stamp, image(round(stamp * 1000)))
+    outcome = recorder.end("stop", at_s=30 / FPS)
+    recorder.write_due()
+    assert outcome.done(), "the commands up to the stop are in and their frames settled: written at once"
+    kept, text = outcome.result()
+    assert kept and text == "pick up the cup: episode saved: 31 frames (0 incomplete), 1 in the dataset", text
+    assert recorder.end("stop", at_s=2.0) is None, "nothing runs to stop"
+    recorder.close()
+    assert LeRobotDataset("local/test", root=tmp_path / "data").meta.total_frames == 31
+
+
 def spec(environment_state=False) -> DatasetSpec:
     return DatasetSpec.of_cameras(dict.fromkeys(CAMERAS, SIZE), FPS, robot_type="so101_follower",
                                   environment_state=environment_state)

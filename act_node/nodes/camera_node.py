@@ -1,6 +1,9 @@
 """Camera node (`act_camera_node`): one camera through LeRobot's OpenCV camera (`lerobot.cameras.opencv`), as
-`camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, stamped on wall time at
-the read.
+`camera/<name>/image_raw` (sensor_msgs/Image rgb8) and `camera/<name>/camera_info`, each frame stamped with its
+capture time: the wall time OpenCV's grab returned it, on LeRobot's read thread. The node publishes the frames
+captured since its last tick on a timer of its own at `fps`, each frame once: the camera runs on its own clock, and a
+subscriber matches frames to joint states by these stamps (act_node.observation.FrameBounds), not by when they
+arrive.
 
 Any other ROS camera driver (usb_cam, v4l2_camera) can stand in for it: remap its topics onto the policy
 node's. With `checkpoint` set, the frame size must be the one the checkpoint was trained on for this camera:
@@ -9,7 +12,9 @@ a different size is refused at start with both sizes named, or resized when `res
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +27,12 @@ from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
+from act_node.observation import FrameAge
 from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+
+# frames kept for the timer to publish: a tick that comes late (a busy machine) publishes what it missed, in order
+CAPTURED_FRAMES = 8
+STALE_FRAME_MS = 500  # a newest frame older than this is no frame: the camera hangs (LeRobot's read_latest default)
 
 
 def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
@@ -53,6 +63,40 @@ CAMERA_PARAMETERS = (
 )
 
 
+class Captured(np.ndarray):
+    """A frame (H, W, 3) that carries `stamp_s`: the wall time its grab returned."""
+
+    stamp_s: float = math.nan
+
+
+def capturing_camera(config):
+    """LeRobot's OpenCVCamera whose read thread stamps each frame with the wall time the grab returned (LeRobot's
+    own `latest_timestamp` is taken after the colour conversion, on the perf_counter clock)."""
+    from lerobot.cameras.opencv import OpenCVCamera
+
+    class CapturingCamera(OpenCVCamera):
+        # the frames captured lately, newest last: the node publishes each once (LeRobot keeps only the newest)
+        captured: deque[Captured] = deque(maxlen=CAPTURED_FRAMES)
+        count = 0  # frames captured
+
+        def _read_from_hardware(self):
+            frame = super()._read_from_hardware()
+            self._grabbed_s = time.time()
+            return frame
+
+        def _postprocess_image(self, image):
+            # both on the read thread, one after the other: the stamp is this frame's grab
+            frame = super()._postprocess_image(image).view(Captured)
+            frame.stamp_s = self._grabbed_s
+            self.captured.append(frame)
+            self.count += 1
+            return frame
+
+    camera = CapturingCamera(config)
+    camera.captured = deque(maxlen=CAPTURED_FRAMES)  # its own, not the class's
+    return camera
+
+
 class CameraNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_camera", **node_options)
@@ -78,6 +122,8 @@ class CameraNode(Node):
         self.info_pub = self.create_publisher(CameraInfo, f"camera/{self.name}/camera_info", SENSOR)
         self.published = 0
         self.read_failures, self.last_error = 0, ""
+        self.last_stamp_s = -math.inf  # the newest frame published: each is published once
+        self.ages = FrameAge()  # how long after its grab each frame went out
         self.fps = float(values["fps"])
         self._window = (time.monotonic(), 0)  # wall time and frames at the last report
         self.diagnostics = Diagnostics(self, f"camera {self.name}", self.fill_diagnostics, str(values["device"]))
@@ -90,24 +136,45 @@ class CameraNode(Node):
             from act_node.recorded_camera import RecordedCamera
 
             return RecordedCamera(device)
-        from lerobot.cameras.opencv import OpenCVCamera, OpenCVCameraConfig
+        from lerobot.cameras.opencv import OpenCVCameraConfig
 
         source = int(device) if device.isdigit() else Path(device)
         config = OpenCVCameraConfig(index_or_path=source, width=width or None, height=height or None,
                                     fps=None if not (width and height) else int(fps))
-        camera = OpenCVCamera(config)
+        camera = capturing_camera(config)
         camera.connect()  # ConnectionError names the device: the runner says why and exits 2
         return camera
 
     def publish_frame(self) -> None:
-        try:
-            frame = self.camera.async_read(timeout_ms=200)
-        except (TimeoutError, RuntimeError) as error:
-            self.read_failures += 1
-            self.last_error = str(error)
-            self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
+        """Every frame captured since the last tick (none, for a camera slower than fps; two, after a tick that
+        came late), each once, stamped with its capture time."""
+        if not hasattr(self.camera, "captured"):  # a recorded video: a frame is captured as it is read, now
+            try:
+                frame = self.camera.async_read(timeout_ms=200)
+            except (TimeoutError, RuntimeError) as error:
+                self._failed(error)
+                return
+            self._publish(frame, time.time())
             return
-        stamp = time.time()
+        try:
+            self.camera.read_latest(max_age_ms=STALE_FRAME_MS)  # raises when the camera hangs or gave nothing yet
+        except (TimeoutError, RuntimeError) as error:
+            self._failed(error)
+            return
+        for frame in list(self.camera.captured):  # list(): the read thread appends meanwhile
+            if frame.stamp_s > self.last_stamp_s:
+                self.last_stamp_s = frame.stamp_s
+                self._publish(frame, frame.stamp_s)
+
+    def _failed(self, error: Exception) -> None:
+        self.read_failures += 1
+        self.last_error = str(error)
+        self.get_logger().error(f"camera {self.name!r}: no frame: {error}", throttle_duration_sec=2.0)
+
+    def _publish(self, frame: np.ndarray, stamp: float) -> None:
+        """One frame out, stamped `stamp` (its capture, wall time)."""
+        self.ages.add(time.time() - stamp)
+        frame = np.asarray(frame)
         if self.resize_from is not None:
             import cv2
 
@@ -127,7 +194,11 @@ class CameraNode(Node):
             report.warn(f"{failed:g} failed reads recently: {self.last_error}")
         elif rate < 0.9 * self.fps:
             report.warn(f"publishing at {rate:.1f} Hz, below {self.fps:g} fps")
-        report.update({"frames_published": self.published, "rate_hz": f"{rate:.1f}", "fps": f"{self.fps:g}",
+        captured = getattr(self.camera, "count", self.published)  # a recorded video: each frame read is published
+        report.update({"frames_captured": captured, "frames_published": self.published, "rate_hz": f"{rate:.1f}",
+                       "fps": f"{self.fps:g}",
+                       "capture_to_publish_mean_ms": f"{self.ages.mean_s * 1e3:.1f}",
+                       "capture_to_publish_max_ms": f"{self.ages.max_s * 1e3:.1f}",
                        "size": f"{self.size[0]}x{self.size[1]}", "resized": self.resize_from is not None,
                        "read_failures": self.read_failures, "last_error": self.last_error})
 

@@ -6,6 +6,7 @@ defaults and their checks are act_node.config.GraphConfig's.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -15,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 
 from act_node.checkpoints import check_checkpoint_folder, checkpoint_layout
-from act_node.config import SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
+from act_node.config import DEFAULT_CAMERAS, FPS, SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
 from act_node.dds import profile_environment
+from act_node.observation import FRAME_MAX_AGE
 from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
@@ -36,6 +38,18 @@ ROBOT_ARGUMENTS = {
     "target_topic": ("target/point", "so101: where the target point comes from, e.g. /clicked_point (RViz)"),
     "rest_pose": ("", "so101: comma-separated radians to move to on shutdown ('': no move)"),
 }
+# robot:=so101: which camera frame a joint state (the policy) or a command (the recorder) takes, the cameras running
+# on their own clocks (act_node.observation.FrameBounds); the sim's streams all carry the tick's stamp and match
+# exactly. name -> (default, description)
+FRAME_ARGUMENTS = {
+    "camera_fps": ("", "so101: each camera's frames a second, comma-separated in the order of cameras (its camera "
+                   "node's rate, and the period frame_max_age counts in); '': fps for every camera"),
+    "frame_max_age": (f"{FRAME_MAX_AGE:g}", "so101: the oldest camera frame a joint state or a command takes, in that "
+                      "camera's periods (1 / camera_fps), beyond frame_skew_s: each takes each camera's newest frame "
+                      "within it (the policy's and the recorder's frame_max_age)"),
+    "frame_skew_s": ("0.01", "so101: seconds a camera frame may be stamped after the joint states or the command and "
+                     "still be theirs (the clocks' jitter; the policy's and the recorder's skew_s)"),
+}
 # teleoperation and recording, for robot:=sim and robot:=so101 alike; name -> (default, description)
 RECORD_ARGUMENTS = {
     "teleop": ("", "leader: a person moves a leader SO-101 (the leader node) and the sim or the follower follows "
@@ -53,7 +67,8 @@ RECORD_ARGUMENTS = {
                         "cameras before the first episode starts, besides the recorder (a `ros2 bag record` of them "
                         "is rosbag2_recorder)"),
 }
-LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS, **RECORD_ARGUMENTS}
+LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS, **FRAME_ARGUMENTS,
+                    **RECORD_ARGUMENTS}
 NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 # the launch arguments the sim node takes as parameters, under the same names
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
@@ -93,6 +108,8 @@ def describe(**overrides: str) -> list[NodeSpec]:
     refuse_unknown_arguments(overrides, LAUNCH_ARGUMENTS)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
+    frames = frame_bounds({name: str(overrides.pop(name, default)) for name, (default, _) in FRAME_ARGUMENTS.items()},
+                          robot["robot"], overrides.get("cameras", ",".join(DEFAULT_CAMERAS)))
     recording = {name: str(overrides.pop(name, default)) for name, (default, _) in RECORD_ARGUMENTS.items()}
     if recording["teleop"] not in ("", "leader"):
         raise ValueError(f"teleop must be '' or 'leader', got {recording['teleop']!r}")
@@ -111,11 +128,19 @@ def describe(**overrides: str) -> list[NodeSpec]:
     if robot["robot"] == "so101":
         nodes = describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint")),
                                teleop=bool(recording["teleop"]))
+        for node in nodes:
+            if node.name == "act_policy":
+                node.parameters.update(frames)
+            elif node.name.startswith("act_camera_"):  # each camera node at its camera's rate
+                node.parameters["fps"] = frames["camera_fps"][config.cameras.index(node.parameters["name"])]
     elif robot["robot"] == "sim":
         nodes = _nodes(config, teleop=bool(recording["teleop"]))
     else:
         raise ValueError(f"robot must be 'sim' or 'so101', got {robot['robot']!r}")
     nodes += _recording_nodes(config, robot, recording)
+    for node in nodes:
+        if node.name == "act_recorder":
+            node.parameters.update(frames)
     awaited = [name.strip() for name in recording["await_nodes"].split(",") if name.strip()]
     if recording["record"]:
         awaited.insert(0, "act_recorder")
@@ -124,6 +149,33 @@ def describe(**overrides: str) -> list[NodeSpec]:
     for node in nodes[1:]:  # the sim's exit is the graph's end, and the arm node is not restarted blindly
         node.respawn = config.respawn and node.name != "act_so101"
     return _placed(nodes, namespace)
+
+
+def frame_bounds(arguments: dict[str, str], robot: str, cameras: str) -> dict:
+    """The policy's and the recorder's frame_max_age, skew_s and camera_fps for FRAME_ARGUMENTS: on the sim,
+    frame_max_age 0 (every stream carries the tick's stamp: the match is exact) and their own skew_s. ValueError
+    names a bad one."""
+    names = [c.strip() for c in cameras.split(",") if c.strip()]
+    rates = [r.strip() for r in arguments.pop("camera_fps").split(",") if r.strip()]
+    try:
+        fps = [float(r) for r in rates] or [float(FPS)] * len(names)
+    except ValueError:
+        fps = []
+    if len(fps) != len(names) or not all(0 < rate < math.inf for rate in fps):
+        raise ValueError(f"camera_fps:={','.join(rates)!r} must give one rate > 0 (frames a second) per camera of "
+                         f"{names}, comma-separated")
+    values = {}
+    for name, text in arguments.items():
+        try:
+            values[name] = float(text)
+        except ValueError:
+            values[name] = math.nan
+        if not 0 <= values[name] < math.inf:
+            unit = "camera periods" if name == "frame_max_age" else "seconds"
+            raise ValueError(f"{name}:={text!r} must be a number >= 0 ({unit})")
+    if robot != "so101":
+        return {"frame_max_age": 0.0}
+    return {"frame_max_age": values["frame_max_age"], "skew_s": values["frame_skew_s"], "camera_fps": fps}
 
 
 def _check_start(config: GraphConfig, robot: dict[str, str], teleop: bool) -> None:
@@ -225,7 +277,7 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
             # ticks under clock:=realtime, and a checkpoint run in chunks then misses everything (0/20 of seeds
             # 2000-2019 for models/act_target_tool_yaw in chunks of 30, 12/20 in lockstep: results/act_yaw). An
             # ensembling checkpoint (the shipped one) resolves replan_every to 1: an answer every tick
-            "threads": policy_threads(config), "infer": "every_n"})
+            "threads": policy_threads(config), "infer": "every_n", "frame_max_age": 0.0})
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})

@@ -1,6 +1,8 @@
 """Policy node: camera images + joint states (+ the target) -> one ACT action chunk per answered observation.
 
-Observations are matched by header stamps (within `skew_s`), never by arrival order. In `every_n` mode
+Observations are matched by header stamps, never by arrival order: each joint state takes each camera's newest
+frame not stamped after it (beyond `skew_s`) nor older than `frame_max_age` of that camera's periods
+(act_node.observation.FrameBounds; 0: only frames of its own stamp, the sim's). In `every_n` mode
 (the default, and what the sim and arm graphs run) it answers one observation in each block of `replan_every`
 ticks from the episode's start, the block's first it has (lockstep: the sim waits for exactly those); in
 `latest` mode it answers the newest complete observation whenever it is free. Chunks go out in radians,
@@ -62,7 +64,14 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all, from_config
 from act_node.nodes.runner import run
-from act_node.observation import ObservationMatcher, build_observation, requested_kind
+from act_node.observation import (
+    FRAME_MAX_AGE,
+    FrameAges,
+    ObservationMatcher,
+    build_observation,
+    periods_of_rates,
+    requested_kind,
+)
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec, resized_frame
 
 POLICY_PARAMETERS = (
@@ -73,8 +82,14 @@ POLICY_PARAMETERS = (
          "camera/<name>/image_raw"),
     Spec("joint_names", list(so101.JOINT_NAMES), "joint_states names in the checkpoint's state order"),
     Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
-    Spec("skew_s", 0.01, "seconds by which images and joints of one observation may differ in stamp", low=0.0,
-         high=1.0),
+    Spec("skew_s", 0.01, "seconds within which stamps count as one instant: a camera frame stamped up to this much "
+         "after the joint states may be theirs (the clocks' jitter)", low=0.0, high=1.0),
+    Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a joint state takes, in that camera's periods "
+         "(1 / camera_fps) before the joint states' stamp, beyond skew_s: each joint state takes "
+         "each camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the joint "
+         "states' own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
+    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
+         "frame_max_age counts in ([0.0]: fps for every camera)"),
     Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, the checkpoint's "
          "n_action_steps (the sim under both clocks, an arm); latest: the newest whenever free",
          choices=("every_n", "latest")),
@@ -187,7 +202,13 @@ class PolicyNode(Node):
         # frames of any size are taken; the ACT gets each at its trained size, the yaw reader at its own (each
         # resizes as LeRobot's processors do: act_node.policy.resized_frame); each camera's size is logged once
         self.frame_sizes: dict[str, tuple[int, int]] = {}
-        self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s)
+        rates = [float(rate) for rate in values["camera_fps"]]
+        periods = periods_of_rates(list(values["cameras"]), [] if rates == [0.0] else rates, self.fps)
+        self.matcher = ObservationMatcher(["joints", *self.cameras], skew_s, max_age=float(values["frame_max_age"]),
+                                          periods={camera: periods[camera] for camera in self.cameras})
+        # each joint state's frames (the matcher's ages: how old each camera's was, or none), and the frames of the
+        # observations answered
+        self.ticks, self.answered_ages = self.matcher.ages, FrameAges()
         self._reset_policy = False
         self.target: tuple[float, np.ndarray] | None = None
         self.episode_start_s: float | None = None
@@ -562,6 +583,8 @@ class PolicyNode(Node):
                 self.get_logger().info(f"answering again from t={stamp:.3f} s (after: {self._onset})")
                 self._onset = None
             self.answered_s, self._answered_in_run = stamp, True
+            for camera, part in self.matcher.match(stamp).items():
+                self.answered_ages.add(camera, stamp - part[0])
             due = (stamp, parts, self.task, target, self.episode_start_s, self._runs)
         if reset:
             self.policy.reset()
@@ -594,27 +617,26 @@ class PolicyNode(Node):
         waited = now - self._waiting_since
         silent = {source: now - self._heard.get(source, self._run_since) for source in ("joints", *self.cameras)}
         problem = None
-        for camera, offset in self.matcher.offsets(stamp).items():
+        for camera, offset in self.matcher.misses(stamp).items():  # the cameras with no frame for it
             ahead = (self.matcher.newest_stamp(camera) or stamp) - stamp  # its newest frame: after the joint states?
-            if (offset is None or abs(offset) > self.matcher.skew_s) and ahead > self.ahead_s \
-                    and silent["joints"] <= self.stale_s:
+            if ahead > self.ahead_s and silent["joints"] <= self.stale_s:
                 problem = (f"{camera} ahead", f"camera {camera}'s newest frames are stamped {ahead:.3f} s ahead of "
                            f"the joint states of t={stamp:.3f} s")
                 self.matcher.forget(lambda at, limit=stamp + self.ahead_s: at > limit, camera)  # impossible
                 break
-            if waited <= self.stale_s or (offset is not None and abs(offset) <= self.matcher.skew_s):
+            if waited <= self.stale_s:
                 continue
             if offset is not None and offset > 0 and silent["joints"] > self.stale_s:  # frames after, joints silent
                 problem = ("joint_states stale", f"no joint states for {silent['joints']:.1f} s")
-            elif offset is None or offset > 0 or offset < -self.stale_s or silent[camera] > self.stale_s:
-                # no frame of this stamp: none at all, only later ones (it was silent then), or only older ones
-                nearest = "no frame" if offset is None else \
-                    f"its nearest frame {abs(offset):.3f} s {'after' if offset > 0 else 'before'}"
+            else:  # none at all, only later ones (it was silent then), or only ones older than the bound
+                bound = (f"older than its bound of {self.matcher.oldest_s(camera):.3f} s: skew_s and frame_max_age "
+                         f"{self.matcher.bounds.max_age:g} periods of {self.matcher.periods[camera] * 1e3:.0f} ms")
+                nearest = "no frame" if offset is None else f"its nearest frame {offset:.3f} s after" if offset > 0 \
+                    else f"its newest frame {-offset:.3f} s before, {bound}"
                 how = f"silent for {silent[camera]:.1f} s" if silent[camera] > self.stale_s else \
-                    "publishing, but no frame of this stamp"
+                    "publishing, but no frame for them"
                 problem = (f"{camera} stale", f"camera {camera} {how} ({nearest} the joint states of t={stamp:.3f} s)")
-            if problem is not None:
-                break
+            break
         if problem is not None:
             self._refuse_locked(stamp, *problem)
 
@@ -642,6 +664,12 @@ class PolicyNode(Node):
                       for source in ("joints", *self.cameras)}
             waiting = self._waiting_since is not None and now - self._waiting_since > self.stale_s
             target = self._waiting_for_target
+            self.ticks.bounds = self.answered_ages.bounds = {
+                camera: (self.matcher.periods[camera], self.matcher.measured_period_s(camera) or math.nan,
+                         self.matcher.oldest_s(camera)) for camera in self.cameras}
+            slow = self.ticks.slow()
+            ticks, answered = self.ticks.report("frames."), self.answered_ages.report("answered.")
+            unmatched = self.ticks.unmatched()
         names = {"joints": "joint_states", **{c: f"camera/{c}" for c in self.cameras}}
         stale = [names[s] for s, quiet in silent.items() if run is not None and (quiet is None or quiet > self.stale_s)
                  and (s == "joints" or waiting)]
@@ -656,6 +684,11 @@ class PolicyNode(Node):
             report.warn(f"stale inputs: {', '.join(stale)}")
         if jumped:
             report.warn("the time jumped back: the run's state was reset")
+        if slow and self.matcher.bounds.max_age:
+            report.warn(f"cameras slower than camera_fps: {'; '.join(slow)}")
+        missed = self.diagnostics.recent("unmatched", unmatched)
+        if missed:
+            report.warn(f"{missed:g} joint states recently matched no frame of a camera (frames.<camera>.unmatched)")
         if target:
             report.warn(f"waiting for {self.target_topic}")
         mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
@@ -672,6 +705,9 @@ class PolicyNode(Node):
         })
         for source, quiet in silent.items():
             report.add(f"{names[source]}.silent_s", "never heard" if quiet is None else f"{quiet:.2f}")
+        # each joint state's frames once no later frame could change them (frames.*), and those of the observations
+        # answered (answered.*)
+        report.update({**ticks, **answered})
 
     def _publish(self, chunk_rad: np.ndarray, stamp: float, started: float) -> None:
         """The chunk (chunk_size, 6) radians out, answering the observation of `stamp`, with its latency and path."""

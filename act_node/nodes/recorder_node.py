@@ -7,7 +7,11 @@ Episodes start and end
   - in the sim, with its episodes: /episode/start (the task and seed) and /episode/result (kept when it
     succeeded, or always with keep_failures);
   - on an arm, by hand: ~/start (std_srvs/Trigger, the `task` parameter's text) or a task text on act/run, then
-    ~/stop to keep the episode or ~/discard to drop it (an empty act/run keeps it too).
+    ~/stop to keep the episode or ~/discard to drop it (an empty act/run keeps it too). ~/stop answers once the
+    episode is written: what was kept (its frames, the incomplete ones by what they lacked) or dropped, and why.
+Each command takes the joint states of its stamp and each camera's newest frame not after it (beyond skew_s)
+nor older than frame_max_age of the camera's periods (act_node.observation.FrameBounds, the policy node's rule):
+an arm's cameras run on their own clocks; the sim's streams all carry the tick's stamp (frame_max_age 0).
 The target for observation.environment_state comes from target/point (use_target; off: no such feature).
 
 Writing happens on a thread of its own: the callbacks only store. An episode with more than `max_incomplete`
@@ -28,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from geometry_msgs.msg import PointStamped
 from rclpy.node import Node
+from rclpy.task import Future as RclpyFuture
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
@@ -51,7 +56,7 @@ from act_node.nodes.messages import (
 )
 from act_node.nodes.parameters import Spec, declare_all
 from act_node.nodes.runner import run
-from act_node.observation import JOINT_LAYOUTS
+from act_node.observation import FRAME_MAX_AGE, JOINT_LAYOUTS
 from act_node.recording import Recorder, RecorderSettings
 
 RECORDER_PARAMETERS = (
@@ -67,13 +72,24 @@ RECORDER_PARAMETERS = (
     Spec("robot_type", "so101_sim", "the dataset's robot_type (so101_sim, so101_follower, ...)"),
     Spec("keep_failures", False, "sim: keep the episodes that failed too"),
     Spec("task", "", "the task text ~/start records an episode with"),
-    Spec("skew_s", 0.005, "seconds by which a frame's command, joints and images may differ in stamp", low=0.0,
-         high=1.0),
+    Spec("skew_s", 0.005, "seconds within which stamps count as one instant: the joint states of a command's stamp, "
+         "and a camera frame stamped up to this much after the command (the clocks' jitter)", low=0.0, high=1.0),
+    Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a command takes, in that camera's periods "
+         "(1 / camera_fps) before the command's stamp, beyond skew_s: each command takes each "
+         "camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the command's "
+         "own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
+    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
+         "frame_max_age counts in ([0.0]: fps for every camera)"),
     Spec("late_s", 0.5, "seconds of newer messages after which a frame still missing a part is given up",
          low=0.01),
     Spec("max_incomplete", 0.05, "the share of an episode's frames that may be given up before it is dropped",
          low=0.0, high=1.0),
 )
+
+
+# the longest ~/stop waits for its episode to be written (the frames settle in a moment; saving the videos of a
+# long episode at 480x640 takes many seconds)
+STOP_ANSWER_S = 120.0
 
 
 class RecorderNode(Node):
@@ -90,8 +106,10 @@ class RecorderNode(Node):
         self.settings = RecorderSettings(
             Path(values["root"]), values["repo_id"], tuple(values["cameras"]), float(values["fps"]),
             bool(values["use_target"]), values["robot_type"], bool(values["keep_failures"]), bool(values["resume"]),
-            float(values["skew_s"]), float(values["late_s"]), float(values["max_incomplete"]),
-            environment_layout=str(values["environment_layout"]))
+            skew_s=float(values["skew_s"]), late_s=float(values["late_s"]),
+            max_incomplete=float(values["max_incomplete"]), environment_layout=str(values["environment_layout"]),
+            frame_max_age=float(values["frame_max_age"]),
+            camera_fps=() if list(values["camera_fps"]) == [0.0] else tuple(float(r) for r in values["camera_fps"]))
         self.recorder = Recorder(self.settings, self.say, time.monotonic)
         self.wake = threading.Event()
         self.stopping = False
@@ -118,7 +136,7 @@ class RecorderNode(Node):
         self.create_subscription(JointState, "act/joint_command", parsed(
             self, stamped_joint_positions, "joint command", self.on_command, 2.0), COMMANDS)
         self.create_service(Trigger, "~/start", self.on_start)
-        self.create_service(Trigger, "~/stop", lambda request, response: self.on_end("stop", response))
+        self.create_service(Trigger, "~/stop", self.on_stop)
         self.create_service(Trigger, "~/discard", lambda request, response: self.on_end("discard", response))
         self.thread = threading.Thread(target=self.write_loop, name="act-recorder-writer", daemon=True)
         self.thread.start()
@@ -158,7 +176,8 @@ class RecorderNode(Node):
         if message.data:
             self.begin(message.data, self.get_clock().now().nanoseconds * 1e-9)
         else:
-            self.recorder.end("stop")
+            self.recorder.end("stop", at_s=self.get_clock().now().nanoseconds * 1e-9)
+            self.wake.set()
 
     def on_start(self, _request, response):
         task = str(self.get_parameter("task").value)
@@ -170,9 +189,28 @@ class RecorderNode(Node):
         return response
 
     def on_end(self, how: str, response):
-        response.success = self.recorder.end(how)
+        response.success = self.recorder.end(how) is not None
         response.message = f"{how}: done" if response.success else "no episode is being recorded"
         self.wake.set()
+        return response
+
+    async def on_stop(self, _request, response):
+        """~/stop: keep the episode; answered once it is written, with what was kept or dropped and why. A
+        coroutine: the executor goes on taking the streams (the episode's last frames) while it waits."""
+        outcome = self.recorder.end("stop", at_s=self.get_clock().now().nanoseconds * 1e-9)
+        self.wake.set()
+        if outcome is None:
+            response.success, response.message = False, "no episode is being recorded"
+            return response
+        written = RclpyFuture()
+        outcome.add_done_callback(lambda done: written.set_result(done.result()))
+        timeout = self.create_timer(STOP_ANSWER_S, lambda: written.done() or written.set_result(
+            (False, f"stop: not written within {STOP_ANSWER_S:g} s (still saving?): its outcome goes to ~/status")))
+        try:
+            kept, said = await written
+        finally:
+            self.destroy_timer(timeout)
+        response.success, response.message = kept, f"stop: {said}"
         return response
 
     def begin(self, task: str, start_s: float, seed: int | None = None, renderer: str | None = None) -> None:
@@ -212,10 +250,15 @@ class RecorderNode(Node):
         if self.diagnostics.recent("bad", sum(self.bad_images.values())):
             report.warn("dropped images recently")
         running = recorder.running
+        ages, unmatched, slow = recorder.frame_report()  # each command's frames: how old, how often none
+        if slow and self.settings.frame_max_age:
+            report.warn(f"cameras slower than camera_fps: {'; '.join(slow)}")
+        if self.diagnostics.recent("unmatched", unmatched):
+            report.warn("commands recently matched no frame of a camera (frames.<camera>.unmatched)")
         report.update({"recording": "no" if running is None else f"{running.task} from t={running.start_s:.3f} s",
                        "episodes_saved": recorder.saved, "episodes_dropped": recorder.dropped,
                        "heard": self.heard, "bad_images": self.bad_images, "failures": self.failures,
-                       "last_error": self.last_error})
+                       "last_error": self.last_error, **ages})
 
     def destroy_node(self) -> None:
         """Let the writer finish its pass; keep what ended, drop what did not, finalize the dataset."""
