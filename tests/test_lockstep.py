@@ -77,3 +77,38 @@ def test_the_cameras_render_only_for_a_policy_that_reads_them_or_a_filmed_episod
     list(lockstep(slots, reads_images, SEEDS[:2], 10))
     closed(slots)
     assert sorted(renders) == [0, 0, 10, 10]
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["SyncVectorEnv", "AsyncVectorEnv"])
+def test_lerobot_eval_vector_envs_through_the_plugin_equal_act_sim_eval_seed_by_seed(tiny_checkpoint, tmp_path,
+                                                                                      use_async):
+    """lerobot-eval --eval.batch_size 2 over 4 episodes (two batches: seeds 1000-1001, then 1002-1003) against
+    act-sim eval on seeds 1000-1003: the same success, summed and best reward for each seed."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from act_node.config import GraphConfig
+    from act_node.evaluate import evaluate
+
+    root = Path(__file__).resolve().parents[1]
+    here = os.pathsep.join([str(root), str(root / "plugins" / "lerobot_env_act_node")])  # this checkout's plugin
+    out = tmp_path / "lerobot_eval"
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot.scripts.lerobot_eval", "--env.type=act_node_pick",
+         f"--policy.path={tiny_checkpoint}", "--env.observation_height=48", "--env.observation_width=64",
+         "--env.objects=2", "--env.episode_length=25", "--eval.n_episodes=4", "--eval.batch_size=2",
+         f"--eval.use_async_envs={str(use_async).lower()}", "--policy.device=cpu", "--seed=1000",
+         f"--output_dir={out}"], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": here, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "eval_info.json").read_text())["per_task"][0]["metrics"]
+    config = GraphConfig(policy="act", checkpoint=str(tiny_checkpoint), episodes=4, first_seed=1000, objects=2,
+                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=25)
+    ours = evaluate(config, out=tmp_path / "act_sim", videos=0)["per_episode"]
+    assert [e["seed"] for e in ours] == [1000, 1001, 1002, 1003]
+    assert metrics["successes"] == [e["success"] for e in ours]
+    assert metrics["sum_rewards"] == pytest.approx([e["sum_reward"] for e in ours], abs=1e-3)
+    assert metrics["max_rewards"] == pytest.approx([e["max_reward"] for e in ours], abs=1e-4)
