@@ -84,6 +84,8 @@ def lockstep(envs: list[PickObjectEnv], policy, seeds: Iterable[int], n_action_s
         asking = [slot for slot in live if agents[slot].needs_observation()]
         if asking:
             observations = [slots[slot].observation for slot in asking]
+            if not pixels:  # a filmed episode's or a reset's images are not the policy's: every row alike
+                observations = [{**observation, "pixels": {}} for observation in observations]
             tasks = [envs[slot].task for slot in asking]
             padding = max(0, MIN_ROWS - len(asking))
             chunks, seconds = policy.chunks(observations + observations[-1:] * padding, tasks + tasks[-1:] * padding)

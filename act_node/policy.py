@@ -249,6 +249,10 @@ class ChunkPolicy:
         rows are stacked, and the preprocessor, the model and the postprocessor run once on the stack."""
         started = time.perf_counter()
         rows = [to_batch(observation, task) for observation, task in zip(observations, tasks, strict=True)]
+        for index, row in enumerate(rows):
+            if row.keys() != rows[0].keys():
+                raise ValueError(f"observation {index} has keys {sorted(row)}, observation 0 {sorted(rows[0])}: a "
+                                 "batch's observations must hold the same features")
         batch = {key: torch.cat([row[key] for row in rows]) for key in rows[0] if key != "task"}
         batch["task"] = list(tasks)
         chunk = self.postprocessor(self.policy.predict_action_chunk(self.preprocessor(batch)))  # (rows, chunk, 6)

@@ -63,15 +63,18 @@ def test_the_cameras_render_only_for_a_policy_that_reads_them_or_a_filmed_episod
 
     state_only = ChunkPolicy.load(tiny_state_checkpoint)
     assert state_only.camera_names == []
-    slots = [counted(env) for env in envs(2, max_steps=12)]
-    results = {result.seed: (result, frames) for result, frames in lockstep(slots, state_only, SEEDS[:3], 10,
-                                                                            film=[SEEDS[1]])}
-    unfilmed = [results[seed][0].steps for seed in (SEEDS[0], SEEDS[2])]
-    filmed, frames = results[SEEDS[1]]
+    # ensembled (a chunk every tick) in slots of 12 and 15 ticks: the third seed starts beside a running episode
+    slots = [counted(env) for env in envs(1, max_steps=12) + envs(1, max_steps=15)]
+    results = {result.seed: (result, frames) for result, frames in lockstep(slots, state_only, SEEDS[:3], 1, 0.01,
+                                                                            film=[SEEDS[0]])}
+    filmed, frames = results[SEEDS[0]]  # beside unfilmed episodes, its images are not the policy's
     # the resets render (the env's reset observation), the unfilmed ticks none, the filmed episode every tick
-    assert len(renders) == 3 + filmed.steps and results[SEEDS[0]][1] is None
+    assert len(renders) == 3 + filmed.steps and results[SEEDS[1]][1] is None
     assert len(frames) == filmed.steps + 1 and frames[0].shape[1] == 2 * TINY_IMAGE[1]  # front and wrist
-    assert all(steps == 12 for steps in unfilmed + [filmed.steps])
+    assert [results[seed][0].steps for seed in SEEDS[:3]] == [12, 15, 12]
+    renders.clear()
+    list(lockstep(slots, state_only, SEEDS[:2], 10))  # chunks of 10: asked at ticks 0 and 10
+    assert renders == [0, 0]
     renders.clear()
     reads_images = ChunkPolicy.load(tiny_checkpoint)  # front and wrist: rendered at its re-plans (every 10 ticks)
     list(lockstep(slots, reads_images, SEEDS[:2], 10))
