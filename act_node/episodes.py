@@ -228,7 +228,7 @@ class Rollout:
                                                             self.steps + 1, step_info)
             self.done = terminated or truncated
         if self.observe or self.agent.needs_observation():
-            self.observation = env.observe(render=self.pixels)
+            self.observation = env.observe() if self.pixels else env.observe(render=False)
         if self.frames is not None:
             self.frames.append(caption(env.render(), step_caption(self.seed, env.task, step_info, reward)))
         # a failure has no frames after it; a success goes on for after_success frames
