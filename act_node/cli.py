@@ -345,7 +345,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         print(f"act-sim eval: the sim's cameras at {config.image_height}x{config.image_width}: {given}",
               file=sys.stderr)
         report = evaluate(config, out=args.out, videos=args.videos, workers=args.workers, ray=args.ray,
-                          resume=args.resume, rename_map=rename_map, suite=suite)
+                          resume=args.resume, rename_map=rename_map, suite=suite, batch=args.batch)
     except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
         raise SystemExit(f"act-sim eval: {error}") from None
     except KeyboardInterrupt as error:
@@ -692,6 +692,8 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
                           "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
+    evaluate.add_argument("--batch", type=int, default=16, help="episodes side by side in each process, one batched "
+                          "policy call a tick over them (act_node.lockstep); an episode's result does not depend on it")
     evaluate.add_argument("--out", default="outputs/eval")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
     evaluate.add_argument("--rename_map", default=None, metavar="JSON",

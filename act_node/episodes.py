@@ -174,40 +174,76 @@ def run_episode(env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | N
     object was still up and held after them; `stop()`: polled before each step, EpisodeStopped when it is true;
     `execute(tick, action)`: the action the arm is sent instead of the agent's (on_step still gets the agent's:
     act_node.tabletop.perturb.ActionNoise records recoveries so)."""
-    observation, info = env.reset(seed=seed)
-    try:
-        agent.reset(observation)
-    except Unreachable as error:
-        return EpisodeResult(seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
-                             selector_found=info["selector_found"], unplannable=str(error), outcome="unplannable")
-    if frames is not None:
-        frames.append(caption(env.render(), step_caption(seed, env.task)))
-    observe = observe_every_tick or frames is not None or on_step is not None
-    total, best, steps = 0.0, 0.0, 0
-    done, extra = False, 0
-    while not done or extra < after_success:
+    rollout = Rollout(env, agent, seed, frames=frames, on_step=on_step, after_success=after_success,
+                      observe_every_tick=observe_every_tick, execute=execute)
+    while not rollout.finished:
         if stop is not None and stop():
-            raise EpisodeStopped(seed, steps + extra)
-        action = agent.act(observation)
-        if on_step is not None:
-            on_step(observation, action)
-        tick = steps + extra
-        reward, terminated, truncated, step_info = env.act(action if execute is None else execute(tick, action))
-        if done:
-            extra += 1
-        else:
-            total, best, steps, info = total + reward, max(best, reward), steps + 1, step_info
-            done = terminated or truncated
-        if observe or agent.needs_observation():
-            observation = env.observe()
+            raise EpisodeStopped(seed, rollout.ticks)
+        rollout.step()
+    return rollout.result()
+
+
+class Rollout:
+    """One episode, tick by tick: run_episode drives one alone, act_node.lockstep many side by side, so an episode
+    ends, counts and reports the same way in both. `pixels` False: no observation renders the cameras (nobody reads
+    them: a policy without images, no frames, no on_step); the physics does not depend on rendering."""
+
+    def __init__(self, env: PickObjectEnv, agent: Agent, seed: int, *, frames: list | None = None,
+                 on_step: Callable[[dict, np.ndarray], None] | None = None, after_success: int = 0,
+                 observe_every_tick: bool = False, execute: Callable[[int, np.ndarray], np.ndarray] | None = None,
+                 pixels: bool = True):
+        self.env, self.agent, self.seed = env, agent, seed
+        self.frames, self.on_step, self.after_success, self.execute = frames, on_step, after_success, execute
+        self.pixels = pixels or frames is not None or on_step is not None
+        self.observation, self.info = env.reset(seed=seed)
+        self.total, self.best, self.steps, self.extra = 0.0, 0.0, 0, 0
+        self.done, self.finished, self.unplannable = False, False, None
+        try:
+            agent.reset(self.observation)
+        except Unreachable as error:
+            self.unplannable, self.finished = str(error), True
+            return
         if frames is not None:
-            frames.append(caption(env.render(), step_caption(seed, env.task, step_info, reward)))
-        if done and not info["is_success"]:
-            break  # a failure has no frames after it
-    held = env.table.task.is_success() if after_success and info["is_success"] else None
-    return EpisodeResult(seed, env.task, bool(info["is_success"]), steps, total, best,
-                         clamped_joints=info["clamped_total"], target_error_m=info["target_error_m"],
-                         selector_found=info["selector_found"], lifted=list(info.get("lifted", [])),
-                         held_after_success=held, outcome=info.get("outcome"), outcome_facts=info.get("outcome_facts"),
-                         policy_calls=getattr(agent, "calls", 0),
-                         mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1))
+            frames.append(caption(env.render(), step_caption(seed, env.task)))
+        self.observe = observe_every_tick or frames is not None or on_step is not None
+
+    @property
+    def ticks(self) -> int:
+        return self.steps + self.extra
+
+    def step(self) -> None:
+        """One tick: the agent's action on the latest observation, the env stepped, the next observation taken
+        if anyone reads it."""
+        env, observation = self.env, self.observation
+        action = self.agent.act(observation)
+        if self.on_step is not None:
+            self.on_step(observation, action)
+        tick = self.ticks
+        reward, terminated, truncated, step_info = env.act(action if self.execute is None
+                                                           else self.execute(tick, action))
+        if self.done:
+            self.extra += 1
+        else:
+            self.total, self.best, self.steps, self.info = (self.total + reward, max(self.best, reward),
+                                                            self.steps + 1, step_info)
+            self.done = terminated or truncated
+        if self.observe or self.agent.needs_observation():
+            self.observation = env.observe() if self.pixels else env.observe(render=False)
+        if self.frames is not None:
+            self.frames.append(caption(env.render(), step_caption(self.seed, env.task, step_info, reward)))
+        # a failure has no frames after it; a success goes on for after_success frames
+        self.finished = self.done and (not self.info["is_success"] or self.extra >= self.after_success)
+
+    def result(self) -> EpisodeResult:
+        env, info, agent = self.env, self.info, self.agent
+        if self.unplannable is not None:
+            return EpisodeResult(self.seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
+                                 selector_found=info["selector_found"], unplannable=self.unplannable,
+                                 outcome="unplannable")
+        held = env.table.task.is_success() if self.after_success and info["is_success"] else None
+        return EpisodeResult(self.seed, env.task, bool(info["is_success"]), self.steps, self.total, self.best,
+                             clamped_joints=info["clamped_total"], target_error_m=info["target_error_m"],
+                             selector_found=info["selector_found"], lifted=list(info.get("lifted", [])),
+                             held_after_success=held, outcome=info.get("outcome"),
+                             outcome_facts=info.get("outcome_facts"), policy_calls=getattr(agent, "calls", 0),
+                             mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1))

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,6 +27,7 @@ from tqdm import tqdm
 from act_node.config import GraphConfig
 from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, policy_agent, run_episode
+from act_node.lockstep import SLOTS, lockstep
 from act_node.observation import requested_kind
 from act_node.policy import ChunkPolicy, FeatureSpec
 from act_node.report import draw_report, first_of_each_mode, outcome_summary, wilson_interval
@@ -132,43 +134,89 @@ def execution(config: GraphConfig) -> tuple[int, float | None]:
     return config.replan_ticks(), (coeff if merge == "ensemble" else None)
 
 
-_WORKER: dict[tuple, tuple[PickObjectEnv, ChunkPolicy]] = {}  # a worker's env and policy
-_POOL_JOB: tuple | None = None  # a Pool worker's configuration, n_action_steps and rename map
+def make_envs(config: GraphConfig, count: int, envs: list[PickObjectEnv] | None = None) -> list[PickObjectEnv]:
+    """`envs` grown to `count` envs of `config` (a lockstep's slots), the later ones sharing the first's Selector
+    (it holds no episode state)."""
+    envs = list(envs or [])
+    while len(envs) < count:
+        envs.append(make_pick_env(**config.env_kwargs(), **({"selector": envs[0].selector} if envs else {})))
+    return envs
 
 
-def _worker_objects(config: GraphConfig, steps: int,
-                    rename_map: dict[str, str] | None = None) -> tuple[PickObjectEnv, ChunkPolicy]:
-    """A worker process's env and policy for this configuration, built on its first episode and kept; torch on
-    one thread (one core, and the same arithmetic as evaluate's own episodes)."""
+_WORKER: dict[tuple, tuple[list[PickObjectEnv], ChunkPolicy]] = {}  # a worker's envs and policy
+_POOL_JOB: tuple | None = None  # a Pool worker's configuration, n_action_steps, rename map, slots, results queue
+
+
+def _worker_objects(config: GraphConfig, steps: int, rename_map: dict[str, str] | None = None,
+                    slots: int = 1) -> tuple[list[PickObjectEnv], ChunkPolicy]:
+    """A worker process's `slots` envs and policy for this configuration, built on its first episodes and kept;
+    torch on one thread (one core, and the same arithmetic as evaluate's own episodes)."""
     import torch
 
     torch.set_num_threads(1)
     job = (config, steps, json.dumps(rename_map or {}, sort_keys=True))
     if job not in _WORKER:
-        for env, _ in _WORKER.values():  # another checkpoint (a curve's next point): one env per worker
-            env.close()
+        for envs, _ in _WORKER.values():  # another checkpoint (a curve's next point): one set of envs per worker
+            for env in envs:
+                env.close()
         _WORKER.clear()
-        _WORKER[job] = (make_env(config), load_policy(config, rename_map))
-    return _WORKER[job]
+        _WORKER[job] = (make_envs(config, 1), load_policy(config, rename_map))
+    envs, policy = _WORKER[job]
+    envs[:] = make_envs(config, slots, envs)
+    return envs[:slots], policy
+
+
+def worker_episodes(config: GraphConfig, steps: int, seeds: list[int], rename_map: dict[str, str] | None = None,
+                    slots: int = 1) -> Iterator[dict]:
+    """Seeded episodes in a worker process, a Pool's or a Ray task's (act_node.distributed), `slots` side by side
+    (act_node.lockstep), as each ends: the same episodes, bit for bit, as evaluate runs in its own process, so no
+    result depends on where it ran."""
+    envs, policy = _worker_objects(config, steps, rename_map, max(1, min(slots, len(seeds))))
+    for result, _ in lockstep(envs, policy, seeds, steps, execution(config)[1]):
+        yield result.to_dict()
 
 
 def worker_episode(config: GraphConfig, steps: int, seed: int, rename_map: dict[str, str] | None = None) -> dict:
-    """One seeded episode in a worker process, a Pool's or a Ray task's (act_node.distributed): the same
-    episode, bit for bit, as evaluate runs in its own process, so no result depends on where it ran."""
-    env, policy = _worker_objects(config, steps, rename_map)
-    return evaluate_episode(env, policy, seed, steps, ensemble_coeff=execution(config)[1]).to_dict()
+    """One seeded episode in a worker process (worker_episodes of one seed)."""
+    return next(worker_episodes(config, steps, [seed], rename_map))
 
 
-def _start_worker(config: GraphConfig, steps: int, rename_map: dict[str, str] | None = None) -> None:
-    """Pool initializer: each worker builds its env and loads the policy once, for all its episodes."""
+def _start_worker(config: GraphConfig, steps: int, rename_map: dict[str, str] | None, slots: int, results) -> None:
+    """Pool initializer: each worker builds its envs and loads the policy once, for all its episodes, which it
+    puts on `results` as they end."""
     global _POOL_JOB
-    _POOL_JOB = (config, steps, rename_map)
-    _worker_objects(config, steps, rename_map)
+    _POOL_JOB = (config, steps, rename_map, slots, results)
+    _worker_objects(config, steps, rename_map, 1)
 
 
-def _worker_episode(seed: int) -> dict:
-    config, steps, rename_map = _POOL_JOB
-    return worker_episode(config, steps, seed, rename_map)
+def _worker_share(seeds: list[int]) -> int:
+    config, steps, rename_map, slots, results = _POOL_JOB
+    for episode in worker_episodes(config, steps, seeds, rename_map, slots):
+        results.put(episode)
+    return len(seeds)
+
+
+def pool_episodes(config: GraphConfig, steps: int, seeds: list[int], workers: int,
+                  rename_map: dict[str, str] | None = None, slots: int = 1) -> Iterator[dict]:
+    """`seeds` shared among `workers` processes (every workers-th seed to each), each running its share `slots`
+    side by side; yields the episodes as they end. A worker's error is raised here."""
+    from queue import Empty
+
+    context = get_context("spawn")
+    results = context.Queue()
+    count = min(workers, len(seeds))
+    with context.Pool(count, _start_worker, (config, steps, rename_map, slots, results)) as pool:
+        shares = [pool.apply_async(_worker_share, (seeds[start::count],)) for start in range(count)]
+        for _ in seeds:
+            while True:
+                try:
+                    episode = results.get(timeout=1.0)
+                    break
+                except Empty:
+                    for share in shares:
+                        if share.ready() and not share.successful():
+                            share.get()  # raises the worker's error
+            yield episode
 
 
 JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one line per finished episode
@@ -273,7 +321,7 @@ class EpisodeJournal:
 
 def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int = 2, workers: int = 1,
              ray: str | None = None, resume: bool = False, rename_map: dict[str, str] | None = None,
-             suite: Suite | None = None) -> dict:
+             suite: Suite | None = None, batch: int = SLOTS) -> dict:
     """`config.episodes` episodes from `config.first_seed` of the checkpoint `config.checkpoint`, re-planning
     every `config.replan_every` steps (0: the checkpoint's n_action_steps); writes report.json and videos of the
     first `videos` episodes and of one episode of each mode that occurred (act_node.tabletop.outcomes; none when
@@ -284,7 +332,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     KeyboardInterrupt. Each finished episode goes to out/episodes.jsonl (EpisodeJournal); `resume` runs only the
     seeds that journal lacks (a filmed seed also when it was not filmed into the video that is there), if its
     header (journal_header: settings, checkpoint, package) is this evaluation's. `suite`: its seeds and object count
-    instead of config's (act_node.suites)."""
+    instead of config's (act_node.suites). `batch`: episodes side by side in each process, one batched policy call
+    a tick over them (act_node.lockstep); an episode comes out the same whatever the batch."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(config.first_seed, config.first_seed + config.episodes))
@@ -300,6 +349,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     if coeff is not None and steps != 1:
         raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
                          f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
+    if batch < 1:
+        raise ValueError(f"batch is the episodes run side by side in a process, at least 1, got {batch}")
     filmed, rest = seeds[:videos], seeds[videos:]
     given = camera_names_given(rename_map or {})
     import torch
@@ -319,16 +370,24 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     def stills(seed: int) -> tuple[Path, Path]:
         return out / "stills" / f"seed{seed}_first.png", out / "stills" / f"seed{seed}_last.png"
 
-    def film(seed: int) -> dict:
-        """The seed's episode filmed: its video, and its first and last frames for the report's picture."""
-        frames: list[np.ndarray] = []
-        episode = evaluate_episode(env, policy, seed, steps, frames, ensemble_coeff=coeff).to_dict()
-        write_video(frames + [frames[-1]] * env.fps, video(seed), env.fps)
-        filmed_here.add(seed)
-        for frame, still in zip((frames[0], frames[-1]), stills(seed)):
-            still.parent.mkdir(exist_ok=True)
-            Image.fromarray(frame).save(still)
-        return episode
+    envs = [env]
+
+    def here(seeds_here: list[int], film: list[int]) -> Iterator[dict]:
+        """The episodes of `seeds_here` in this process, `batch` side by side, those of `film` filmed (their video
+        and their first and last frames for the report's picture), each journalled as it ends."""
+        envs[:] = make_envs(config, max(1, min(batch, len(seeds_here))), envs)
+        for result, frames in lockstep(envs[:max(1, min(batch, len(seeds_here)))], policy, seeds_here, steps, coeff,
+                                       film=film):
+            episode = result.to_dict()
+            if frames is None:
+                yield journal.add(episode)
+                continue
+            write_video(frames + [frames[-1]] * env.fps, video(result.seed), env.fps)
+            filmed_here.add(result.seed)
+            for frame, still in zip((frames[0], frames[-1]), stills(result.seed)):
+                still.parent.mkdir(exist_ok=True)
+                Image.fromarray(frame).save(still)
+            yield journal.add(episode, video(result.seed))  # after its video: a journalled filmed seed has one
 
     episodes: list[dict] = []
     journal: EpisodeJournal | None = None
@@ -347,8 +406,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         if resumed:
             tqdm.write(f"{resumed} of {len(seeds)} episodes read from {journal.path}", file=sys.stderr)
         progress = tqdm(total=len(seeds), initial=resumed, desc="evaluating", unit="episode")
-        for seed in filmed:  # filmed in this process, in order
-            episodes.append(journal.add(film(seed), video(seed)))  # after its video: a journalled filmed seed has one
+        elsewhere = bool(rest) and (ray is not None or workers > 1)
+        for episode in here(filmed + ([] if elsewhere else rest), filmed):  # filmed ones always in this process
+            episodes.append(episode)
             progress.update(1)
         if rest and ray is not None:
             from contextlib import closing
@@ -361,14 +421,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
                     episodes.append(journal.add(episode))
                     progress.update(1)
         elif rest and workers > 1:
-            with get_context("spawn").Pool(min(workers, len(rest)), _start_worker,
-                                           (config, steps, rename_map)) as pool:
-                for episode in pool.imap(_worker_episode, rest):
-                    episodes.append(journal.add(episode))
-                    progress.update(1)
-        else:
-            for seed in rest:
-                episodes.append(journal.add(evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict()))
+            for episode in pool_episodes(config, steps, rest, workers, rename_map, batch):
+                episodes.append(journal.add(episode))
                 progress.update(1)
         if videos > 0 and outcome_summary(episodes):
             mode_seeds = first_of_each_mode(episodes, prefer=set(seeds[:videos]))
@@ -376,17 +430,17 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
             on_film = seed in filmed_here or journal.finished(seed, video(seed)) is not None
             if on_film and all(still.is_file() for still in stills(seed)):
                 continue
-            again = film(seed)
+            again = next(here([seed], [seed]))  # journalled with its video: a resumed evaluation finds it
             if again["outcome"] != mode:
                 tqdm.write(f"warning: seed {seed} ended '{again['outcome']}' when filmed, '{mode}' before: the "
                            "episode did not repeat", file=sys.stderr)
-            journal.add(again, video(seed))  # filmed now: a resumed evaluation finds its video
     except KeyboardInterrupt:
         if not episodes:
             raise
         interrupted = True  # the finished episodes are reported below
     finally:
-        env.close()
+        for each in envs:
+            each.close()
         if journal is not None:
             journal.close()
         if progress is not None:
@@ -401,7 +455,8 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "renderer": renderer,
         # which of the sim's cameras each of the checkpoint's cameras is given (--rename_map, else its own name)
         "cameras_given": {given.get(name, name): name for name in config.cameras} if policy.camera_names else {},
-        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map},
+        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map,
+                     "batch": batch},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
         # one episode of each mode that occurred: its video and its first and last frames (drawn in report.png)
         "outcome_videos": {mode: str(video(seed)) for mode, seed in mode_seeds.items() if video(seed).is_file()},

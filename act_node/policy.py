@@ -241,3 +241,19 @@ class ChunkPolicy:
         chunk = self.policy.predict_action_chunk(batch)  # (1, chunk_size, action_dim), normalized
         chunk = self.postprocessor(chunk)
         return chunk[0].detach().cpu().numpy().astype(np.float32), time.perf_counter() - started
+
+    @torch.no_grad()
+    def chunks(self, observations: list[dict], tasks: list[str]) -> tuple[np.ndarray, float]:
+        """Many observations answered in one batched call: (chunks (rows, chunk_size, action_dim) float32 in the
+        dataset's units, seconds the call took). Each observation goes through to_batch as __call__'s does, the
+        rows are stacked, and the preprocessor, the model and the postprocessor run once on the stack."""
+        started = time.perf_counter()
+        rows = [to_batch(observation, task) for observation, task in zip(observations, tasks, strict=True)]
+        for index, row in enumerate(rows):
+            if row.keys() != rows[0].keys():
+                raise ValueError(f"observation {index} has keys {sorted(row)}, observation 0 {sorted(rows[0])}: a "
+                                 "batch's observations must hold the same features")
+        batch = {key: torch.cat([row[key] for row in rows]) for key in rows[0] if key != "task"}
+        batch["task"] = list(tasks)
+        chunk = self.postprocessor(self.policy.predict_action_chunk(self.preprocessor(batch)))  # (rows, chunk, 6)
+        return chunk.detach().cpu().numpy().astype(np.float32), time.perf_counter() - started

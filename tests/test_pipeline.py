@@ -47,13 +47,13 @@ def test_an_evaluation_cut_short_goes_on_from_its_finished_episodes(tiny_checkpo
     config = GraphConfig(policy="act", checkpoint=str(tiny_checkpoint), episodes=3, first_seed=1000, objects=2,
                          image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=12)
     ran: list[int] = []
-    run_one = evaluation.evaluate_episode
+    run_many = evaluation.lockstep
 
-    def counted(env, policy, seed, *args, **kwargs):
-        ran.append(seed)
-        return run_one(env, policy, seed, *args, **kwargs)
+    def counted(envs, policy, seeds, *args, **kwargs):
+        ran.extend(seeds)
+        return run_many(envs, policy, seeds, *args, **kwargs)
 
-    monkeypatch.setattr(evaluation, "evaluate_episode", counted)
+    monkeypatch.setattr(evaluation, "lockstep", counted)
     whole = evaluate(config, out=tmp_path / "whole", videos=1)
     out = tmp_path / "cut"
     evaluate(config.replace(episodes=2), out=out, videos=1)  # seeds 1000 (filmed) and 1001, then "killed"
@@ -228,7 +228,7 @@ def test_skipping_the_cameras_between_replans_changes_no_result(tiny_checkpoint)
     env = PickObjectEnv(objects=2, image_size=TINY_IMAGE, max_steps=25)
     renders = []
     observe = env.observe
-    env.observe = lambda: renders.append(env.steps) or observe()
+    env.observe = lambda **kwargs: renders.append(env.steps) or observe(**kwargs)
     skipping = evaluate_episode(env, policy, seed=1001, n_action_steps=10)
     skipped_renders, renders[:] = list(renders), []
     every = evaluate_episode(env, policy, seed=1001, n_action_steps=10, render_every_tick=True)

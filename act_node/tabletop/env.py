@@ -136,9 +136,10 @@ class PickObjectEnv(gym.Env):
             info["outcome_facts"] = self.table.watch.facts.to_dict()
         return outcome.reward, outcome.success, truncated, info
 
-    def observe(self) -> dict:
-        """The observation now (renders every camera)."""
-        return self._observation()
+    def observe(self, render: bool = True) -> dict:
+        """The observation now: every camera rendered, or, `render` False, none (`pixels` empty: for a policy that
+        reads no images; render() then has nothing to show until the next observation that renders)."""
+        return self._observation(render)
 
     def render(self) -> np.ndarray:
         """All cameras of the latest observation side by side (H, sum of W, 3), uint8."""
@@ -164,8 +165,8 @@ class PickObjectEnv(gym.Env):
         """LeRobot's rollout reads the step limit under this name (no TimeLimit wrapper here)."""
         return self.max_steps
 
-    def _observation(self) -> dict:
-        self._last_pixels = self.table.rig.render()
+    def _observation(self, render: bool = True) -> dict:
+        self._last_pixels = self.table.rig.render() if render else {}
         tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout != "target" else None
         return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
                                  self.scene.request, self.environment_layout, tool, self.yaw)

@@ -2,6 +2,10 @@
 
 LeRobot discovers this module by its distribution name (lerobot_env_*) and imports it; registering the
 config subclass is all it takes. The env itself lives in act_node.tabletop.
+
+`--eval.batch_size N` runs N envs in a gymnasium vector env (sync, or async in forkserver processes with
+`--eval.use_async_envs`, lerobot-eval's default above one env), seeds `--seed`, +1, ... across the batch, as
+act-sim eval numbers its episodes: the same seed is the same scene either way.
 """
 
 from dataclasses import dataclass, field
@@ -55,6 +59,29 @@ class ActNodePickEnv(EnvConfig):
             self.features[key] = PolicyFeature(type=FeatureType.VISUAL,
                                                shape=(self.observation_height, self.observation_width, 3))
             self.features_map[key] = f"{OBS_IMAGES}.{camera}"
+
+    def create_envs(self, n_envs: int, use_async_envs: bool = False):
+        """EnvConfig.create_envs's vector env (gym.make of act_node.tabletop's id, SAME_STEP autoreset, async in
+        forkserver processes), each env wrapped in LeRobot's FreezeAfterEpisodeEnd: an env whose episode ended waits
+        for the batch's slowest without stepping a fresh episode that autoreset started. lerobot-eval sums each
+        episode's rewards up to one step past its end; frozen, that step adds 0, so its sums are the episode's own
+        (act-sim eval's sum_reward), and the finished envs cost nothing."""
+        import gymnasium as gym
+        from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+        from lerobot.envs.utils import freeze_after_episode_end
+
+        import act_node.tabletop  # noqa: F401 (registers the gymnasium id)
+
+        def make_one():
+            return gym.make(self.gym_id, disable_env_checker=self.disable_env_checker, **self.gym_kwargs)
+
+        if use_async_envs and n_envs > 1:
+            vector = AsyncVectorEnv([freeze_after_episode_end(make_one) for _ in range(n_envs)],
+                                    autoreset_mode=AutoresetMode.SAME_STEP, context="forkserver")
+        else:
+            vector = SyncVectorEnv([freeze_after_episode_end(make_one) for _ in range(n_envs)],
+                                   autoreset_mode=AutoresetMode.SAME_STEP)
+        return {self.type: {0: vector}}
 
     @property
     def camera_names(self) -> tuple[str, ...]:
