@@ -21,10 +21,10 @@ lint: setup
 	$(VENV)/bin/ruff check act_node tests bench plugins launch
 
 results: setup
-	$(VENV)/bin/act-attention results
+	$(VENV)/bin/act-lab attention results
 
 models: setup
-	$(VENV)/bin/act-attention models
+	$(VENV)/bin/act-lab attention models
 
 attention: setup
-	$(VENV)/bin/act-attention demo --out outputs/attention
+	$(VENV)/bin/act-lab attention demo --out outputs/attention

@@ -1,6 +1,6 @@
-"""The package's shape: imports point one way, between modules and between rooms (subpackages), and the
-sim node starts without torch. Imports are read from the source (module level, inside functions and under
-TYPE_CHECKING alike: a lazy import that closes a loop is still a loop)."""
+"""The package's shape: imports point one way, between modules and between rooms (subpackages), act_node never
+imports act_lab (the experiments beside it), and the sim node starts without torch. Imports are read from the source
+(module level, inside functions and under TYPE_CHECKING alike: a lazy import that closes a loop is still a loop)."""
 
 import ast
 import re
@@ -10,28 +10,57 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "act_node"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "act_node"
+LAB = ROOT / "act_lab"
+MODULE_NAME = re.compile(r"act_lab(\.\w+)*")
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports() -> dict[str, set[str]]:
-    """{module: the act_node modules it imports}, every module of the package."""
-    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    graph = {}
-    for name, path in modules.items():
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found |= {f"{node.module}.{alias.name}" for alias in node.names}
-        graph[name] = {target for target in found if target in modules and target != name}
-    return graph
+def imported(source: str, started: bool = False) -> set[str]:
+    """Every module name a source imports (absolute imports, wherever they stand); with `started`, also every string
+    that is a whole act_lab module name (`python -m act_lab.x` in a subprocess, importlib.import_module)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif started and isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and MODULE_NAME.fullmatch(node.value):
+            found.add(node.value)
+    return found
+
+
+def imports(*packages: Path) -> dict[str, set[str]]:
+    """{module: the modules of `packages` it imports}, every module of them (default: act_node)."""
+    modules = {module_name(path): path for package in packages or (PACKAGE,) for path in package.rglob("*.py")}
+    return {name: {target for target in imported(path.read_text()) if target in modules and target != name}
+            for name, path in modules.items()}
+
+
+def test_act_node_never_imports_act_lab():
+    """The product stands on its own: no module of act_node imports the lab, not even lazily inside a function,
+    and none starts it as a subprocess by module name."""
+    offenders = {}
+    for path in PACKAGE.rglob("*.py"):
+        lab = {name for name in imported(path.read_text(), started=True) if name.split(".")[0] == "act_lab"}
+        if lab:
+            offenders[str(path.relative_to(ROOT))] = sorted(lab)
+    assert offenders == {}
+
+
+def test_the_lab_import_check_sees_lazy_imports_and_module_names():
+    lazy = "def f():\n    from act_lab.takeover import Takeover\n    return Takeover\n"
+    assert {"act_lab.takeover", "act_lab.takeover.Takeover"} <= imported(lazy)
+    assert "act_lab.cli" in imported('COMMAND = ["python", "-m", "act_lab.cli"]', started=True)
+    assert "act_lab.vision" in imported("import act_lab.vision as vision")
+    assert imported('"""act_lab.takeover records second attempts."""', started=True) == set()  # prose is no use
 
 
 def room(module: str) -> str:
@@ -64,15 +93,15 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_module_imports_around_a_loop():
-    assert cycle(imports()) is None
+    assert cycle(imports(PACKAGE, LAB)) is None
 
 
 def test_no_room_imports_a_room_that_imports_it_back():
     """Between subpackages and top-level modules the arrows point one way too: a lower floor never
     imports a higher one (the package's own __init__ files aside, which only name the room)."""
     rooms: dict[str, set[str]] = {}
-    for module, targets in imports().items():
-        if module == "act_node":
+    for module, targets in imports(PACKAGE, LAB).items():
+        if module in ("act_node", "act_lab"):
             continue
         rooms.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
     assert cycle(rooms) is None
