@@ -283,6 +283,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv[0] = f"act-lab {argv[0]}"
         importlib.import_module(STAGES[argv[0]]).main(argv[1:])
         return
+    args = make_parser().parse_args(argv)
+    args.run(args)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """act-lab's parser (a stage's own flags are its module's)."""
     parser = argparse.ArgumentParser(prog="act-lab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -396,8 +402,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="only this stage (repeat for more); default: all of the kind's, in order")
     recipe.set_defaults(run=cmd_recipe)
 
-    args = parser.parse_args(argv)
-    args.run(args)
+    return parser
 
 
 if __name__ == "__main__":

@@ -394,7 +394,8 @@ def add_record_arguments(record: argparse.ArgumentParser) -> None:
                         "here (no ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
 
 
-def main(argv: list[str] | None = None) -> None:
+def make_parser() -> argparse.ArgumentParser:
+    """act-sim's parser: every subcommand and flag, each with its help."""
     parser = argparse.ArgumentParser(prog="act-sim", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -405,10 +406,12 @@ def main(argv: list[str] | None = None) -> None:
 
     train = commands.add_parser("train", help="lerobot-train with this task's ACT configuration; "
                                               "extra --key=value arguments go to lerobot-train")
-    train.add_argument("--dataset-root", default="outputs/datasets/act_node_pick")
-    train.add_argument("--repo-id", default="local/act_node_pick")
-    train.add_argument("--output-dir", default="outputs/train/act_pick")
-    train.add_argument("--steps", type=int, default=2000)
+    train.add_argument("--dataset-root", default="outputs/datasets/act_node_pick",
+                       help="the LeRobotDataset's folder (act-sim record's --root, or the recorder node's record:=)")
+    train.add_argument("--repo-id", default="local/act_node_pick", help="the dataset's repo_id (stays local)")
+    train.add_argument("--output-dir", default="outputs/train/act_pick",
+                       help="lerobot-train's output_dir: checkpoints/NNNNNN/pretrained_model")
+    train.add_argument("--steps", type=int, default=2000, help="training steps")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--save-freq", type=int, default=None, help="checkpoint every N steps (default: at the end)")
     train.add_argument("--resume", action="store_true", help="continue the newest checkpoint in --output-dir up "
@@ -428,18 +431,19 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
                           help="a fixed, versioned seed set instead of --episodes and --first-seed: pick-4, pick-6, "
                           "pens-and-keys, cluttered (act_node/suites.py; the newest version unless @VERSION)")
-    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
+    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS, help="ticks an episode may last")
     evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
                           "temporal ensembling)")
     evaluate.add_argument("--merge", choices=MERGE_CHOICES, default="auto", help="auto: the checkpoint's own (ACT's "
                           "temporal ensembling when its config sets temporal_ensemble_coeff, else chunks of "
                           "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
                           "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
-    evaluate.add_argument("--device", default="cpu")
+    evaluate.add_argument("--device", default="cpu", help="where the policy runs: cpu or cuda[:N]")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
                           "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
-    evaluate.add_argument("--out", default="outputs/eval")
+    evaluate.add_argument("--out", default="outputs/eval",
+                          help="the folder for report.json, report.png, episodes.jsonl and the videos")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
     evaluate.add_argument("--rename_map", default=None, metavar="JSON",
                           help="which of the sim's cameras feeds each of the checkpoint's, as lerobot-eval's "
@@ -456,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
                                      "table and McNemar's exact p, by kind and by mode (compare.json, compare.png)")
     comparison.add_argument("a", help="act-sim eval's report.json (or its --out folder)")
     comparison.add_argument("b", help="the other report, over the same seeds")
-    comparison.add_argument("--out", default="outputs/compare")
+    comparison.add_argument("--out", default="outputs/compare", help="the folder for compare.json and compare.png")
     comparison.set_defaults(run=cmd_compare)
 
     from act_node.nodes.graph import LAUNCH_ARGUMENTS
@@ -481,7 +485,7 @@ def main(argv: list[str] | None = None) -> None:
     bags = commands.add_parser("bag2dataset", help="a rosbag2 bag (MCAP or sqlite3) of the graph to a LeRobotDataset")
     bags.add_argument("bag", help="the bag's folder (or file), as ros2 bag record wrote it")
     bags.add_argument("--out", required=True, help="the dataset folder (new, unless --resume)")
-    bags.add_argument("--repo-id", default="local/act_node_demonstrations")
+    bags.add_argument("--repo-id", default="local/act_node_demonstrations", help="the dataset's repo_id (stays local)")
     bags.add_argument("--resume", action="store_true", help="append to the dataset at --out")
     bags.add_argument("--cameras", default=",".join(DEFAULT_CAMERAS), help="comma-separated, as recorded")
     bags.add_argument("--fps", type=float, default=FPS, help="the rate of act/joint_command in the bag")
@@ -497,6 +501,11 @@ def main(argv: list[str] | None = None) -> None:
     bags.add_argument("--robot-type", default="so101_sim", help="the dataset's robot_type")
     bags.set_defaults(run=cmd_bag2dataset)
 
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = make_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "passes_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -132,3 +132,38 @@ def test_the_readme_layout_names_every_module_and_only_modules_that_exist():
     rooms = {f"{path.name}/" for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert top - named == set(), "modules the layout leaves out"
     assert {room for room in rooms if room not in block} == set(), "subpackages the layout leaves out"
+
+
+def subcommands(parser) -> dict:
+    """{name: its parser} of an argparse parser's subcommands."""
+    import argparse
+
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+LAB_COMMANDS = {"video", "expert", "plannable", "curve", "recipe", "attention", "encoder", "frames", "cache",
+                "act-train", "yaw"}
+LAB_FLAGS = {"--takeover-from", "--takeover-latest-s", "--raw-maps", "--backbone", "--action-noise"}
+
+
+def test_act_sim_has_the_users_commands_only_each_flag_with_help():
+    """At most 8 subcommands, none an experiment's (those are act-lab's), no research flag, and every flag says
+    what it is."""
+    from act_node.cli import make_parser
+
+    commands = subcommands(make_parser())
+    assert len(commands) <= 8 and not set(commands) & LAB_COMMANDS, sorted(commands)
+    unexplained = [(name, action.option_strings or action.dest) for name, command in commands.items()
+                   for action in command._actions if not action.help and action.dest != "help"]
+    assert unexplained == []
+    flags = {flag for command in commands.values() for action in command._actions for flag in action.option_strings}
+    assert not flags & LAB_FLAGS
+
+
+def test_act_lab_has_the_experiments_and_records_with_the_research_flags():
+    from act_lab.cli import make_parser
+
+    commands = subcommands(make_parser())
+    assert {"record", "video", "expert", "plannable", "curve", "recipe", "attention", "yaw"} <= set(commands)
+    record = {flag for action in commands["record"]._actions for flag in action.option_strings}
+    assert LAB_FLAGS <= record and "--environment-state" in record
