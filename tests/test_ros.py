@@ -475,6 +475,10 @@ def test_the_expert_graph_runs_an_episode_headless(tmp_path):
     outcome = json.loads((tmp_path / "episode1_seed0.json").read_text())
     assert outcome["success"] and outcome["held_ticks"] == 0
     assert (tmp_path / "episode1_seed0.mp4").stat().st_size > 1000
+    from PIL import Image
+
+    with Image.open(tmp_path / "episode1_seed0.png") as picture:  # the film's picture: each 48x64 camera drawn 8x
+        assert picture.width >= 2 * 480
 
 
 def run_expert_in_process(config, seed: int) -> dict:
