@@ -122,16 +122,20 @@ def test_the_sim_side_imports_no_torch(module):
     assert out.strip() == "[]", f"{module} imports {out.strip()}"
 
 
-def test_the_readme_layout_names_every_module_and_only_modules_that_exist():
-    readme = (PACKAGE.parent / "README.md").read_text()
-    block = readme.split("## Layout", 1)[1].split("```")[1]
+def test_the_layout_names_every_module_and_only_modules_that_exist():
+    """docs/architecture.md's Layout: every top-level module and subpackage of both roots, and no file that is not
+    there."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    block = page.split("## Layout", 1)[1].split("```")[1]
     named = set(re.findall(r"(?<![\w.])([a-z_0-9]+\.py)\b", block))  # not sim.launch.py
-    existing = {path.name for path in PACKAGE.rglob("*.py")} | {path.name for path in PACKAGE.parent.glob("*.py")}
+    existing = {path.name for root in (PACKAGE, LAB) for path in root.rglob("*.py")} | {
+        path.name for path in ROOT.glob("*.py")}
     assert named - existing == set(), "the layout names files that are not there"
-    top = {path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py"}
-    rooms = {f"{path.name}/" for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
-    assert top - named == set(), "modules the layout leaves out"
-    assert {room for room in rooms if room not in block} == set(), "subpackages the layout leaves out"
+    for root in (PACKAGE, LAB):
+        top = {path.name for path in root.glob("*.py") if path.name != "__init__.py"}
+        rooms = {f"{path.name}/" for path in root.iterdir() if (path / "__init__.py").is_file()}
+        assert top - named == set(), f"{root.name} modules the layout leaves out"
+        assert {room for room in rooms if room not in block} == set(), f"{root.name} subpackages the layout leaves out"
 
 
 def subcommands(parser) -> dict:
