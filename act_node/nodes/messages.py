@@ -92,8 +92,8 @@ def header(stamp_s: float, frame: str) -> Header:
 
 # --- images --------------------------------------------------------------------------------------------
 # A raw subscription (create_subscription(..., raw=True)) hands a callback the serialized message, and a
-# publisher takes one as bytes: that skips rclpy's conversion of Image.data, two copies each way (at 480x640
-# 1.2 ms each way in a plain process, 0.2 ms with act_node.dds's malloc tunables; bench/bench_transport.py).
+# publisher takes one as bytes: that skips rclpy's conversion of Image.data, two copies each way (what they
+# cost: bench/bench_transport.py, docs/measured_defaults.md).
 # The serialized form is CDR: a 4-byte encapsulation header (representation id, options), then the fields
 # in order, each aligned to its size from the header's end.
 CDR_LE, CDR_BE, PLAIN_CDR2_LE, PLAIN_CDR2_BE = 1, 0, 7, 6  # representation ids; Image is a final type
@@ -126,7 +126,7 @@ def image_message(image: np.ndarray, stamp_s: float, frame: str) -> Image:
     data = array.array("B")
     data.frombytes(pixels)  # array("B", bytes) would walk the bytes one by one
     # check_fields=True makes the data setter keep an array("B") as it is; without it (rclpy's default) the
-    # setter rebuilds the array element by element: 0.65 ms for a 480x640 frame
+    # setter rebuilds the array element by element (docs/measured_defaults.md)
     message = Image(check_fields=True, header=header(stamp_s, frame), height=height, width=width,
                     encoding="rgb8", is_bigendian=0, step=width * 3)
     message.data = data
