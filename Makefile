@@ -4,12 +4,14 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test setup lint results models attention
 
-# the shipped ACT (models/act_target_tool_yaw) in the ROS graph, one episode; DEMO_SEED picks the scene (2001: a pen,
-# which the yaw read from the cameras lets it pick); at the cameras' 96x128 default, the size its yaw reader reads
+# the shipped ACT (models/act_target_tool_yaw) in the ROS graph, one episode, headless; DEMO_SEED picks the scene
+# (2001: a pen, which the yaw read from the cameras lets it pick). The cameras stay at the 96x128 its yaw reader
+# reads; the film draws each at least 480 pixels wide: outputs/demo/episode1_seed$(DEMO_SEED).mp4 and .png
 DEMO_SEED ?= 2001
 demo: setup
-	$(VENV)/bin/act-sim launch episodes:=1 first_seed:=$(DEMO_SEED) video_dir:=outputs/graph
-	@cat outputs/graph/episode1_seed$(DEMO_SEED).json
+	$(VENV)/bin/act-sim launch episodes:=1 first_seed:=$(DEMO_SEED) video_dir:=outputs/demo
+	@cat outputs/demo/episode1_seed$(DEMO_SEED).json
+	@echo "video: outputs/demo/episode1_seed$(DEMO_SEED).mp4  picture: outputs/demo/episode1_seed$(DEMO_SEED).png"
 
 test: setup
 	$(PY) -m pytest -q
@@ -18,13 +20,13 @@ setup:
 	@bash scripts/setup.sh
 
 lint: setup
-	$(VENV)/bin/ruff check act_node tests bench plugins launch
+	$(VENV)/bin/ruff check act_node act_lab tests bench plugins launch
 
 results: setup
-	$(VENV)/bin/act-attention results
+	$(VENV)/bin/act-lab attention results
 
 models: setup
-	$(VENV)/bin/act-attention models
+	$(VENV)/bin/act-lab attention models
 
 attention: setup
-	$(VENV)/bin/act-attention demo --out outputs/attention
+	$(VENV)/bin/act-lab attention demo --out outputs/attention

@@ -32,7 +32,7 @@ def requirements() -> list[str]:
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*", "act_lab", "act_lab.*"]),  # act_lab: the experiments
     package_data={f"{PACKAGE}.dds": ["fastdds.xml"]},  # the Fast DDS profile, found next to act_node/dds
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
@@ -50,8 +50,8 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "act-attention = act_node.attention.cli:main",
             "act-sim = act_node.cli:main",
+            "act-lab = act_lab.cli:main",
             "act_sim_node = act_node.nodes.sim_node:main",
             "act_policy_node = act_node.nodes.policy_node:main",
             "act_selector_node = act_node.nodes.selector_node:main",

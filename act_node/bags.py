@@ -26,6 +26,7 @@ from act_node.nodes.messages import (
     image_stamp,
     stamped_joint_positions,
     target_point,
+    topic_names,
 )
 from act_node.recording import Recorder, RecorderSettings
 
@@ -39,15 +40,6 @@ class Summary:
     messages: int
     unreadable: int  # messages that did not parse (each named once in `problems`)
     problems: list[str]
-
-
-def topic_names(namespace: str, cameras: tuple[str, ...]) -> dict[str, str]:
-    """{what: topic} under `namespace` ("" or "/ns")."""
-    prefix = namespace.rstrip("/")
-    names = {"command": "act/joint_command", "joints": "joint_states", "target": "target/point",
-             "start": "episode/start", "result": "episode/result",
-             **{f"camera:{camera}": f"camera/{camera}/image_raw" for camera in cameras}}
-    return {what: f"{prefix}/{topic}" for what, topic in names.items()}
 
 
 def messages(bag: Path, topics: dict[str, str]) -> Iterator[tuple[str, float, object]]:

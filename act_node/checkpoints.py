@@ -13,6 +13,7 @@ Every reader names the file and what was wrong with it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from functools import lru_cache
@@ -32,6 +33,15 @@ def read_json(path: str | Path) -> dict:
     path = Path(path).resolve()
     stat = path.stat()
     return _parsed(path, stat.st_size, stat.st_mtime_ns)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, hex: which weights a reader or an evaluation ran."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @lru_cache(maxsize=64)

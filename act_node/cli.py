@@ -1,38 +1,28 @@
-"""`act-sim`: the table-top from the command line.
+"""`act-sim`: what a user of act_node runs, from the command line.
 
-  act-sim video    one expert episode for a seed, every camera side by side, as mp4 or gif
-  act-sim expert   the scripted expert's success rate over seeded scenes (parallel over the cores)
-  act-sim record   expert episodes as a LeRobotDataset (v3.0) under a local root (--resume: append)
-  act-sim plannable  how many seeded scenes the expert cannot plan (scene sampling and planning only)
-  act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
-  act-sim eval     a LeRobot checkpoint over seeded episodes: success rate, CI, rewards, videos
-                   (--ros: through the ROS 2 graph instead of in-process)
-  act-sim compare  two evaluations on the same seeds: paired table, McNemar's exact p, by kind and mode
-  act-sim curve    every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
-  act-sim recipe   an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
-                   --kind yaw: the launch default's, models/act_target_tool_yaw)
-  act-sim launch   the ROS 2 node graph of launch/sim.launch.py, without the launch package:
-                   act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
+  act-sim launch   the ROS 2 node graph of launch/sim.launch.py (robot:=so101: so101.launch.py) without the
+                   launch package: act-sim launch policy:=expert episodes:=1 video_dir:=outputs/graph
                    (record:=DIR records the graph's episodes; teleop:=leader leader_port:=... a leader arm drives)
+  act-sim eval     a LeRobot checkpoint over seeded episodes in the sim: success rate, CI, rewards, videos
+                   (--ros: through the ROS 2 graph instead of in-process; --suite: a fixed, versioned seed set)
+  act-sim compare  two evaluations on the same seeds: paired table, McNemar's exact p, by kind and by outcome
+  act-sim record   the scripted expert's episodes as a LeRobotDataset (v3.0) under a local root (--resume: append)
+  act-sim train    LeRobot's training (lerobot-train) with this task's ACT configuration
   act-sim bag2dataset  a rosbag2 bag of the graph (MCAP or sqlite3) to a LeRobotDataset, as the recorder node
   act-sim ctl      the ros2 CLI calls docs/arm.md asks for, without a ROS install: stop, estop, reset, run TASK,
                    end, record-start, record-stop, record-discard, target X Y, bag OUT
+
+The experiments (recipes, curves, second attempts, the expert's statistics, encoder and reader training) are
+`act-lab`'s (act_lab/cli.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
 import textwrap
-from multiprocessing import Pool
 from pathlib import Path
-
-import numpy as np
-from gymnasium.utils import seeding
-from tqdm import tqdm
 
 from act_node.config import (
     DEFAULT_CAMERAS,
@@ -45,15 +35,8 @@ from act_node.config import (
     GraphConfig,
 )
 from act_node.envs import make_env as make_pick_env
-from act_node.episodes import EpisodeResult, run_episode
-from act_node.observation import ENV_LAYOUTS, JOINT_LAYOUTS, requested_kind
+from act_node.observation import ENV_LAYOUTS, JOINT_LAYOUTS
 from act_node.tabletop.env import PickObjectEnv
-from act_node.tabletop.expert import ScriptedExpert
-from act_node.tabletop.kinematics import Unreachable
-from act_node.tabletop.scene import sample_scene
-from act_node.tabletop.table import HOME_LEROBOT
-from act_node.tabletop.video import write_video
-from act_node.tabletop.world import table_to_arm
 
 
 def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
@@ -76,127 +59,29 @@ def make_env(args: argparse.Namespace, **overrides) -> PickObjectEnv:
     return make_pick_env(**{**env_settings(args), **overrides})
 
 
-def run_expert_episode(env: PickObjectEnv, seed: int, frames: list | None = None) -> EpisodeResult:
-    """One seeded episode under the scripted expert, its steps executed as the graph executes them (the velocity
-    bound: act_node.stepping.executed); appends captioned frames if a list is given.
-    A scene the expert cannot plan is a failed episode of no steps, with the reason in `unplannable`."""
-    from act_node.stepping import executed
-
-    return run_episode(env, executed(env, ScriptedExpert(env)), seed, frames=frames)
-
-
-def cmd_video(args: argparse.Namespace) -> None:
-    env = make_env(args)
-    frames: list[np.ndarray] = []
-    result = run_expert_episode(env, args.seed, frames)
-    if result.unplannable:
-        env.close()
-        raise SystemExit(f"act-sim video: seed {args.seed}: the expert cannot plan this scene "
-                         f"({result.unplannable})")
-    # hold the last frame a second so the outcome can be seen
-    path = write_video(frames + [frames[-1]] * FPS, Path(args.out), FPS)
-    env.close()
-    print(json.dumps(result.to_dict()))
-    print(f"wrote {path} ({len(frames)} frames)")
-
-
-_EXPERT_ENV: PickObjectEnv | None = None  # a worker process's env, built once for all its episodes
-
-
-def _start_expert_worker(settings: dict) -> None:
-    global _EXPERT_ENV
-    _EXPERT_ENV = make_pick_env(**settings)
-
-
-def _expert_episode(seed: int) -> dict:
-    return run_expert_episode(_EXPERT_ENV, seed).to_dict()
-
-
-def cmd_expert(args: argparse.Namespace) -> None:
-    seeds = list(range(args.first_seed, args.first_seed + args.episodes))
-    workers = args.workers or os.cpu_count() or 1
-    with Pool(workers, _start_expert_worker, (env_settings(args),)) as pool:
-        episodes = list(tqdm(pool.imap(_expert_episode, seeds), total=len(seeds), desc="expert episodes", unit="ep"))
-    successes = sum(e["success"] for e in episodes)
-    by_kind: dict[str, list[bool]] = {}
-    for e in episodes:
-        by_kind.setdefault(requested_kind(e["task"]), []).append(e["success"])
-    differ = [e for e in episodes if e["target_error_m"] > 0.01]
-    report = {
-        "objects": args.objects, "episodes": len(episodes), "success_rate": successes / len(episodes),
-        "by_kind": {kind: f"{sum(v)}/{len(v)}" for kind, v in sorted(by_kind.items())},
-        "mean_steps": float(np.mean([e["steps"] for e in episodes])),
-        "target_source": args.target,
-        "selector_off_by_more_than_1cm": len(differ),
-        "selector_max_error_m": max((e["target_error_m"] for e in episodes), default=0.0),
-        "selector_misses": sum(not e["selector_found"] for e in episodes),
-        "failed_seeds": [e["seed"] for e in episodes if not e["success"]],
-        "unplannable_seeds": [e["seed"] for e in episodes if e["unplannable"]],
-    }
-    print(json.dumps(report, indent=1))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"report": report, "episodes": episodes}, indent=1) + "\n")
-    if not math.isfinite(report["selector_max_error_m"]):
-        print("the selector judged the requested kind absent in some episodes (target_error_m = inf)")
+def check_record_arguments(args: argparse.Namespace, prog: str) -> None:
+    """SystemExit naming the flag when act-sim record's (or act-lab record's) common flags do not fit together."""
+    if args.after_success_s < 0:
+        raise SystemExit(f"{prog}: --after-success-s must be >= 0 seconds, got {args.after_success_s}")
+    if args.ray is not None and args.resume:
+        raise SystemExit(f"{prog}: --ray records a new dataset; go on with --resume without --ray")
 
 
 def cmd_record(args: argparse.Namespace) -> None:
+    check_record_arguments(args, "act-sim record")
+    record_dataset(args, make_env(args, environment_layout=args.environment_state or ENV_LAYOUTS[0]),
+                   "act-sim record")
+
+
+def record_dataset(args: argparse.Namespace, env: PickObjectEnv, prog: str, action_noise: float = 0.0,
+                   raw_maps=None, takeover=None) -> None:
+    """Record --episodes expert episodes with `env` (closed at the end) into --root and print what was recorded;
+    act-lab record passes its research inputs (action noise, raw maps, second attempts: act_node.record.record)."""
     import errno
     import signal
 
     from act_node.record import ResumeRefused, record
 
-    if args.after_success_s < 0:
-        raise SystemExit(f"act-sim record: --after-success-s must be >= 0 seconds, got {args.after_success_s}")
-    if args.ray is not None and args.resume:
-        raise SystemExit("act-sim record: --ray records a new dataset; go on with --resume without --ray")
-    if args.ray is not None and args.raw_maps:
-        raise SystemExit("act-sim record: --raw-maps records in this process; leave out --ray")
-    if args.ray is not None and args.takeover_from:
-        raise SystemExit("act-sim record: --takeover-from records in this process; leave out --ray")
-    latest = args.takeover_latest_s
-    if latest is not None and not (math.isfinite(latest) and latest > 0):
-        raise SystemExit(f"act-sim record: --takeover-latest-s must be a time > 0 s, got {latest}")
-    if latest is not None and not args.takeover_from:
-        raise SystemExit("act-sim record: --takeover-latest-s says when the expert takes over from "
-                         "--takeover-from's checkpoint; give that too")
-    if args.takeover_from and args.action_noise:
-        raise SystemExit("act-sim record: --action-noise pushes the expert off its own plan; --takeover-from "
-                         "records its second attempts: record them in separate runs")
-    raw_maps = None
-    if args.raw_maps:
-        from act_node.paths import models_dir
-        from act_node.vision.cache import RawMaps
-
-        if not args.cameras:
-            raise SystemExit("act-sim record: --raw-maps needs camera images (--cameras)")
-        backbone = Path(args.backbone) if args.backbone else models_dir() / "tabletop_encoder" / "backbone.safetensors"
-        try:
-            raw_maps = RawMaps(Path(args.raw_maps), backbone)
-        except (FileNotFoundError, ValueError) as error:
-            raise SystemExit(f"act-sim record: {error}") from None
-    takeover = None
-    if args.takeover_from:  # renderer auto: the one a camera checkpoint's images were drawn with, as act-sim eval
-        config = graph_config(args, policy="act", checkpoint=args.takeover_from)
-        if config.renderer_mismatch():
-            print(f"act-sim record: warning: {config.renderer_mismatch()}", file=sys.stderr)
-        env = make_pick_env(**config.env_kwargs())
-        if args.environment_state not in (None, env.environment_layout):
-            env.close()
-            raise SystemExit(f"act-sim record: --environment-state {args.environment_state}, but --takeover-from "
-                             f"{args.takeover_from} takes {env.environment_layout}: the recording feeds it")
-    else:
-        env = make_env(args, environment_layout=args.environment_state or ENV_LAYOUTS[0])
-    if args.takeover_from:
-        from act_node.policy import CheckpointMismatch
-        from act_node.takeover import LATEST_S, Takeover
-
-        try:
-            takeover = Takeover.load(args.takeover_from, env, LATEST_S if latest is None else latest)
-        except (CheckpointMismatch, FileNotFoundError, ValueError) as error:
-            env.close()
-            raise SystemExit(f"act-sim record: --takeover-from {args.takeover_from}: {error}") from None
     try:
         if args.ray is not None:  # shards recorded as Ray tasks, merged in seed order (act_node.distributed)
             from act_node.distributed import record_ray
@@ -204,19 +89,19 @@ def cmd_record(args: argparse.Namespace) -> None:
             summary = record_ray({**env_settings(args), "renderer": env.renderer,
                                   "environment_layout": env.environment_layout}, args.repo_id, Path(args.root),
                                  args.episodes, first_seed=args.first_seed or 0, keep_failures=args.keep_failures,
-                                 after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
+                                 after_success=round(args.after_success_s * env.fps), action_noise=action_noise,
                                  address=args.ray)
         else:
             summary = record(env, args.repo_id, Path(args.root), args.episodes, first_seed=args.first_seed,
                              keep_failures=args.keep_failures, resume=args.resume,
-                             after_success=round(args.after_success_s * env.fps), action_noise=args.action_noise,
+                             after_success=round(args.after_success_s * env.fps), action_noise=action_noise,
                              raw_maps=raw_maps, takeover=takeover)
     except (FileExistsError, FileNotFoundError, ResumeRefused) as error:
-        raise SystemExit(f"act-sim record: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
+        raise SystemExit(f"{prog}: {' '.join([str(error), *getattr(error, '__notes__', [])])}") from None
     except OSError as error:
         if error.errno != errno.ENOSPC:
             raise
-        raise SystemExit(f"act-sim record: the disk is full ({error}); {' '.join(getattr(error, '__notes__', []))}. "
+        raise SystemExit(f"{prog}: the disk is full ({error}); {' '.join(getattr(error, '__notes__', []))}. "
                          f"Free some space and go on with --resume.") from None
     finally:
         env.close()
@@ -266,45 +151,6 @@ def cmd_bag2dataset(args: argparse.Namespace) -> None:
                       "unreadable": summary.unreadable, "problems": summary.problems}, indent=1))
 
 
-def cmd_plannable(args: argparse.Namespace) -> None:
-    """Plan each seed's pick without simulating it. Default: the scene as sampled (true place and yaw,
-    the home pose as start). --exact: the env's own reset (objects settled by physics, the target from
-    the selector, the noisy start), i.e. exactly what `act-sim record` plans from, without cameras."""
-    from act_node.tabletop.scene import scene_plan_failure
-
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
-    env = PickObjectEnv(objects=args.objects, cameras=(), target_source=args.target) if args.exact else None
-    expert = ScriptedExpert(env) if env is not None else None
-    failures = []
-    for seed in tqdm(seeds, desc="planning scenes", unit="scene"):
-        if env is not None:
-            observation, _ = env.reset(seed=seed)
-            scene = env.scene
-            try:
-                expert.reset(observation)
-                reason = None
-            except Unreachable as error:
-                reason = str(error)
-        else:
-            scene = sample_scene(seeding.np_random(seed)[0], args.objects)  # as PickObjectEnv.reset draws it
-            reason = scene_plan_failure(scene, HOME_LEROBOT, FPS)
-        if reason is not None:
-            target = scene.target
-            reach = float(np.hypot(*table_to_arm(target.xy)))
-            bearing = math.degrees(math.atan2(*table_to_arm(target.xy)[::-1]))
-            failures.append({"seed": seed, "kind": target.kind.name, "reach_m": round(reach, 4),
-                             "bearing_deg": round(bearing, 1), "yaw_deg": round(math.degrees(target.yaw), 1),
-                             "reason": reason})
-    if env is not None:
-        env.close()
-    by_kind: dict[str, int] = {}
-    for failure in failures:
-        by_kind[failure["kind"]] = by_kind.get(failure["kind"], 0) + 1
-    print(json.dumps({"objects": args.objects, "seeds": f"{seeds.start}-{seeds.stop - 1}",
-                      "inputs": "env reset" if args.exact else "sampled scene", "unplannable": len(failures),
-                      "by_kind": by_kind, "scenes": failures[: args.show]}, indent=1))
-
-
 def cmd_train(args: argparse.Namespace, extra: list[str]) -> None:
     from act_node.training import train
 
@@ -326,7 +172,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         raise SystemExit(f"act-sim eval: {error}") from None
     if rename_map and args.ros:
         raise SystemExit("act-sim eval: --rename_map runs in process; the graph (--ros) takes none yet")
-    _cameras_of_checkpoint(args, args.policy_path, rename_map or {})
+    cameras_of_checkpoint(args, args.policy_path, rename_map or {})
     suite = _suite_of(args)
     if args.ros:
         if args.resume:
@@ -416,7 +262,7 @@ def _given_cameras(config: GraphConfig, rename_map: dict | None) -> dict[str, st
     return {given.get(name, name): name for name in config.cameras}
 
 
-def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str, rename_map: dict | None = None) -> None:
+def cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str, rename_map: dict | None = None) -> None:
     """--cameras, --height and --width not given: the checkpoint's own (one size for every camera), its cameras fed
     by the sim's of the same name or the one `rename_map` names (lerobot-eval's --rename_map)."""
     from act_node.checkpoints import checkpoint_cameras
@@ -439,69 +285,6 @@ def _cameras_of_checkpoint(args: argparse.Namespace, checkpoint: str, rename_map
     args.cameras = args.cameras if args.cameras is not None else ",".join(cameras)
     args.height = args.height if args.height is not None else height
     args.width = args.width if args.width is not None else width
-
-
-def cmd_curve(args: argparse.Namespace) -> None:
-    from act_node.curve import checkpoints, curve
-
-    runs = {}
-    for item in args.runs:
-        label, sep, path = item.partition("=")
-        runs[label if sep else Path(item).name] = Path(path if sep else item)
-    try:
-        _cameras_of_checkpoint(args, str(checkpoints(next(iter(runs.values())))[-1][1]))
-        config = graph_config(args, episodes=args.episodes, first_seed=args.first_seed,
-                              replan_every=args.n_action_steps or 0, merge=args.merge)
-        steps = [int(v) for v in args.steps.split(",") if v.strip()] if args.steps else None
-        result = curve(runs, config, Path(args.out), workers=args.workers, every=args.every, steps=steps,
-                       ray=args.ray)
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"act-sim curve: {error}") from None
-    except KeyboardInterrupt:
-        print(f"act-sim curve: interrupted; {Path(args.out) / 'curve.json'} keeps the finished points (run it again "
-              f"to go on)", file=sys.stderr)
-        raise SystemExit(130) from None
-    for label, points in result.items():
-        for p in points:
-            low, high = p["success_ci95"]
-            print(f"{label} step {p['step']}: {p['success_rate']:.0%} ({low:.0%}-{high:.0%}), "
-                  f"picked another object {p['picked_other']}")
-    print(f"curve: {Path(args.out) / 'curve.png'}, {Path(args.out) / 'curve.json'}")
-
-
-def cmd_recipe(args: argparse.Namespace) -> None:
-    from dataclasses import replace
-
-    from act_node.recipe import Recipe, RecipeSettings
-
-    def ensemble_coeff(text: str | None) -> float | None:  # None: the kind's; "none" is applied after
-        if text is None or text.lower() == "none":
-            return None
-        try:
-            return float(text)
-        except ValueError:
-            raise SystemExit(f"act-sim recipe: --temporal-ensemble-coeff {text!r}: a number, or none for chunks of "
-                             "n_action_steps") from None
-
-    for flag in ("episodes", "recovery_episodes", "more_episodes"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 0:
-            raise SystemExit(f"act-sim recipe: --{flag.replace('_', '-')} {getattr(args, flag)}: a count of "
-                             "demonstrations must be >= 0")
-    try:
-        settings = RecipeSettings.of_kind(
-            args.kind, episodes=args.episodes, recovery_episodes=args.recovery_episodes,
-            more_episodes=args.more_episodes, action_noise=args.action_noise, steps=args.steps,
-            save_every=args.save_every, batch_size=args.batch_size, curve_every=args.curve_every,
-            curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
-            encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes,
-            environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff),
-            map_dropout=args.map_dropout)
-        if args.temporal_ensemble_coeff is not None and args.temporal_ensemble_coeff.lower() == "none":
-            settings = replace(settings, ensemble_coeff=None)  # chunks of n_action_steps
-        state = Recipe(Path(args.out), settings).run(only=args.stage)
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"act-sim recipe: {error}") from None
-    print(json.dumps(state["stages"], indent=1))
 
 
 def run_graph(arguments: dict[str, str], timeout_s: float | None = None) -> int:
@@ -591,77 +374,48 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
                              "loads), egl (needs libEGL) or tiny (needs nothing)")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="act-sim", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    video = commands.add_parser("video", help="an expert episode as a video")
-    add_env_arguments(video)
-    video.add_argument("--seed", type=int, default=0)
-    video.add_argument("--out", default="outputs/expert_seed0.mp4", help=".mp4 or .gif")
-    video.set_defaults(run=cmd_video)
-    expert = commands.add_parser("expert", help="the scripted expert's success rate")
-    add_env_arguments(expert)
-    expert.add_argument("--episodes", type=int, default=100)
-    expert.add_argument("--first-seed", type=int, default=0)
-    expert.add_argument("--workers", type=int, default=None)
-    expert.add_argument("--out", default=None, help="write the report and every episode as JSON")
-    expert.set_defaults(run=cmd_expert)
-
-    record = commands.add_parser("record", help="expert episodes as a LeRobotDataset")
+def add_record_arguments(record: argparse.ArgumentParser) -> None:
+    """act-sim record's flags (act-lab record adds its research ones to them)."""
     add_env_arguments(record, *TRAIN_IMAGE_SIZE)
-    record.add_argument("--episodes", type=int, default=50)
+    record.add_argument("--episodes", type=int, default=50, help="episodes to keep (the expert's successes)")
     record.add_argument("--first-seed", type=int, default=None,
                         help="default: 0, or with --resume the seed after those already tried")
-    record.add_argument("--repo-id", default="local/act_node_pick")
-    record.add_argument("--root", default="outputs/datasets/act_node_pick")
+    record.add_argument("--repo-id", default="local/act_node_pick", help="the dataset's repo_id (stays local)")
+    record.add_argument("--root", default="outputs/datasets/act_node_pick", help="the dataset's folder")
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
     record.add_argument("--environment-state", choices=ENV_LAYOUTS, default=None,
                         help="observation.environment_state's layout: target (10 numbers: the target's place and the "
                         "request; the default), target_tool (13: and the tool relative to the target, from the "
                         "joints) or target_tool_yaw (15: and the requested object's yaw, read from the front and "
-                        "wrist cameras by the yaw reader, models/yaw_reader); with --takeover-from, its checkpoint's")
+                        "wrist cameras by the yaw reader, models/yaw_reader)")
     record.add_argument("--after-success-s", type=float, default=0.0,
                         help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
                              "hold); the episode is kept only if the object is still up and held at their end")
-    record.add_argument("--action-noise", type=float, default=0.0,
-                        help="demonstrations of recoveries: smooth random offsets of this scale (1: about 4 degrees "
-                        "a joint, the gripper clean) added to the executed actions, the expert's clean action "
-                        "recorded; 0: none")
     record.add_argument("--resume", action="store_true",
                         help="append --episodes more to the dataset at --root (same cameras, size, fps, objects)")
     record.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                         help="record shards of seeds as Ray tasks and merge them in seed order: on a cluster started "
                         "here (no ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
-    record.add_argument("--raw-maps", default=None, metavar="DIR",
-                        help="also run ACT's backbone on the raw camera renders and keep each saved episode's maps "
-                        "in DIR (the camera recipe trains on them: the videos are lossy)")
-    record.add_argument("--backbone", default=None,
-                        help="the backbone for --raw-maps (default: models/tabletop_encoder/backbone.safetensors)")
-    record.add_argument("--takeover-from", default=None, metavar="CHECKPOINT",
-                        help="second attempts: this checkpoint acts from reset and the expert takes over where it "
-                        "misses the grasp (or by --takeover-latest-s), planning again from there; only the "
-                        "expert's part is recorded, and a seed the checkpoint succeeds on is skipped")
-    record.add_argument("--takeover-latest-s", type=float, default=None,
-                        help="with --takeover-from: the expert takes over by then at the latest (default 5 s)")
-    record.set_defaults(run=cmd_record)
 
-    plannable = commands.add_parser("plannable", help="count the seeded scenes the expert cannot plan")
-    plannable.add_argument("--seeds", type=int, default=10000)
-    plannable.add_argument("--first-seed", type=int, default=0)
-    plannable.add_argument("--objects", type=int, default=4)
-    plannable.add_argument("--show", type=int, default=20, help="list this many unplannable scenes")
-    plannable.add_argument("--exact", action="store_true",
-                           help="plan from the env's reset (physics-settled yaw, selector target): slower")
-    plannable.add_argument("--target", choices=("selector", "truth"), default="selector", help="with --exact")
-    plannable.set_defaults(run=cmd_plannable)
+
+def make_parser() -> argparse.ArgumentParser:
+    """act-sim's parser: every subcommand and flag, each with its help."""
+    parser = argparse.ArgumentParser(prog="act-sim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help="expert episodes in the sim as a LeRobotDataset (v3.0): the "
+                                 "scripted expert drives, the dataset has the graph's features and units")
+    add_record_arguments(record)
+    record.set_defaults(run=cmd_record)
 
     train = commands.add_parser("train", help="lerobot-train with this task's ACT configuration; "
                                               "extra --key=value arguments go to lerobot-train")
-    train.add_argument("--dataset-root", default="outputs/datasets/act_node_pick")
-    train.add_argument("--repo-id", default="local/act_node_pick")
-    train.add_argument("--output-dir", default="outputs/train/act_pick")
-    train.add_argument("--steps", type=int, default=2000)
+    train.add_argument("--dataset-root", default="outputs/datasets/act_node_pick",
+                       help="the LeRobotDataset's folder (act-sim record's --root, or the recorder node's record:=)")
+    train.add_argument("--repo-id", default="local/act_node_pick", help="the dataset's repo_id (stays local)")
+    train.add_argument("--output-dir", default="outputs/train/act_pick",
+                       help="lerobot-train's output_dir: checkpoints/NNNNNN/pretrained_model")
+    train.add_argument("--steps", type=int, default=2000, help="training steps")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--save-freq", type=int, default=None, help="checkpoint every N steps (default: at the end)")
     train.add_argument("--resume", action="store_true", help="continue the newest checkpoint in --output-dir up "
@@ -681,20 +435,21 @@ def main(argv: list[str] | None = None) -> None:
     evaluate.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
                           help="a fixed, versioned seed set instead of --episodes and --first-seed: pick-4, pick-6, "
                           "pens-and-keys, cluttered (act_node/suites.py; the newest version unless @VERSION)")
-    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS)
+    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS, help="ticks an episode may last")
     evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
                           "temporal ensembling)")
     evaluate.add_argument("--merge", choices=MERGE_CHOICES, default="auto", help="auto: the checkpoint's own (ACT's "
                           "temporal ensembling when its config sets temporal_ensemble_coeff, else chunks of "
                           "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
                           "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
-    evaluate.add_argument("--device", default="cpu")
+    evaluate.add_argument("--device", default="cpu", help="where the policy runs: cpu or cuda[:N]")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
                           "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
     evaluate.add_argument("--batch", type=int, default=16, help="episodes side by side in each process, one batched "
                           "policy call a tick over them (act_node.lockstep); an episode's result does not depend on it")
-    evaluate.add_argument("--out", default="outputs/eval")
+    evaluate.add_argument("--out", default="outputs/eval",
+                          help="the folder for report.json, report.png, episodes.jsonl and the videos")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
     evaluate.add_argument("--rename_map", default=None, metavar="JSON",
                           help="which of the sim's cameras feeds each of the checkpoint's, as lerobot-eval's "
@@ -711,70 +466,8 @@ def main(argv: list[str] | None = None) -> None:
                                      "table and McNemar's exact p, by kind and by mode (compare.json, compare.png)")
     comparison.add_argument("a", help="act-sim eval's report.json (or its --out folder)")
     comparison.add_argument("b", help="the other report, over the same seeds")
-    comparison.add_argument("--out", default="outputs/compare")
+    comparison.add_argument("--out", default="outputs/compare", help="the folder for compare.json and compare.png")
     comparison.set_defaults(run=cmd_compare)
-
-    curves = commands.add_parser("curve", help="a learning curve: every checkpoint of lerobot-train runs on the "
-                                 "same unseen seeds, success with its 95%% interval (curve.json, curve.png)")
-    add_env_arguments(curves, None, None, cameras=None)
-    curves.add_argument("runs", nargs="+", metavar="RUN", help="a lerobot-train output_dir, or label=output_dir")
-    curves.add_argument("--episodes", type=int, default=50)
-    curves.add_argument("--first-seed", type=int, default=1000)
-    curves.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's")
-    curves.add_argument("--merge", choices=("auto", "replace", "ensemble"), default="auto",
-                        help="as act-sim eval's (auto: each checkpoint's own)")
-    curves.add_argument("--every", type=int, default=1, help="every K-th checkpoint (and the last)")
-    curves.add_argument("--steps", default=None, help="only the checkpoints at these steps (comma-separated)")
-    curves.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
-    curves.add_argument("--out", default="outputs/curve")
-    curves.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help="the episodes as Ray tasks instead of --workers: on a cluster started here (no "
-                        "ADDRESS), the one `ray start` runs on this machine (auto) or at HOST:PORT")
-    curves.set_defaults(run=cmd_curve)
-
-    recipe = commands.add_parser("recipe", help="an ACT from an empty folder (--kind cameras: encoder, record, cache, "
-                                 "act, curve, eval; --kind yaw, the launch default's: record, act, curve, eval); run "
-                                 "again to go on where it stopped")
-    recipe.add_argument("--out", required=True, help="the recipe's folder")
-    recipe.add_argument("--kind", choices=["cameras", "yaw"], default="cameras",
-                        help="cameras: the camera ACT (image tokens through the pretrained, frozen backbone); yaw: "
-                        "models/act_target_tool_yaw's recipe (no image tokens, the yaw read from the cameras by "
-                        "models/yaw_reader). Both default to 360 demonstrations, 40,000 steps at batch 64, "
-                        "ensembled (act_node/recipe.py KIND_DEFAULTS; the camera recipe's first run, "
-                        "results/act_cameras: --episodes 240 --recovery-episodes 120 --steps 30000 --batch-size 8 "
-                        "--save-every 2500 --curve-every 2 --temporal-ensemble-coeff none --environment-layout target)")
-    recipe.add_argument("--episodes", type=int, default=None, help="clean expert demonstrations to record (360)")
-    recipe.add_argument("--recovery-episodes", type=int, default=None,
-                        help="then demonstrations pushed off the plan on the way to the object (recoveries; 0)")
-    recipe.add_argument("--more-episodes", type=int, default=None,
-                        help="then more clean demonstrations, recorded after the clean and pushed ones (0: 240 more "
-                        "measured no gain: results/act_cameras/README.md)")
-    recipe.add_argument("--action-noise", type=float, default=None, help="the pushes' scale (act-sim record; 1)")
-    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (40,000)")
-    recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (64)")
-    recipe.add_argument("--save-every", type=int, default=None, help="ACT steps between checkpoints (1,000)")
-    recipe.add_argument("--temporal-ensemble-coeff", default=None, metavar="C",
-                        help="written into the checkpoints' config.json (n_action_steps 1): how they run in eval, "
-                        "the curve and the graph; none: chunks of n_action_steps (0.01)")
-    recipe.add_argument("--environment-layout", choices=["target", "target_tool", "target_tool_yaw"], default=None,
-                        help="observation.environment_state (act-sim record --environment-state): cameras "
-                        "target_tool (default) or target; yaw target_tool_yaw only")
-    recipe.add_argument("--device", default=None, help="where the ACT stage trains: cpu (default) or cuda[:N]")
-    recipe.add_argument("--map-dropout", type=float, default=None, metavar="P",
-                        help="dropout on the cached image maps while the camera ACT trains (0.5; 0: none, as the "
-                        "recipe's first runs)")
-    recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (10)")
-    recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
-    recipe.add_argument("--eval-episodes", type=int, default=None,
-                        help="the eval stage's seeds from 2000, 4 objects (200: the cards')")
-    recipe.add_argument("--threads", type=int, default=None, help="torch threads and evaluation workers (2)")
-    recipe.add_argument("--no-environment-state", action="store_true",
-                        help="the ablation: ACT without the target and request (DIR/act_no_target)")
-    recipe.add_argument("--encoder", default=None, help="a folder with backbone.safetensors and backbone.json "
-                        "(models/tabletop_encoder, the shipped one) instead of the encoder stage")
-    recipe.add_argument("--stage", action="append", choices=["encoder", "record", "cache", "act", "curve", "eval"],
-                        help="only this stage (repeat for more); default: all of the kind's, in order")
-    recipe.set_defaults(run=cmd_recipe)
 
     from act_node.nodes.graph import LAUNCH_ARGUMENTS
 
@@ -798,7 +491,7 @@ def main(argv: list[str] | None = None) -> None:
     bags = commands.add_parser("bag2dataset", help="a rosbag2 bag (MCAP or sqlite3) of the graph to a LeRobotDataset")
     bags.add_argument("bag", help="the bag's folder (or file), as ros2 bag record wrote it")
     bags.add_argument("--out", required=True, help="the dataset folder (new, unless --resume)")
-    bags.add_argument("--repo-id", default="local/act_node_demonstrations")
+    bags.add_argument("--repo-id", default="local/act_node_demonstrations", help="the dataset's repo_id (stays local)")
     bags.add_argument("--resume", action="store_true", help="append to the dataset at --out")
     bags.add_argument("--cameras", default=",".join(DEFAULT_CAMERAS), help="comma-separated, as recorded")
     bags.add_argument("--fps", type=float, default=FPS, help="the rate of act/joint_command in the bag")
@@ -819,6 +512,11 @@ def main(argv: list[str] | None = None) -> None:
                       "order (default: --fps for all)")
     bags.set_defaults(run=cmd_bag2dataset)
 
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = make_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "passes_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -19,10 +19,10 @@ Defaults, and why:
 - images: 240x320 for the sim's own views and videos, 96x128 for training a camera policy (the camera recipe's
   size; the shipped checkpoint, models/act_target_tool_yaw, takes no image into ACT: its yaw reader reads the front
   and wrist cameras at 96x128, so a graph running it keeps the 96x128 default).
-- renderer auto: the faster for the image size (bench/bench_render.py): TinyRenderer at the 96x128 default (EGL
-  costs about 10 ms a frame at any size on these CPUs), pybullet's EGL plugin from 32,000 pixels a frame where it
-  loads (2.1x as fast at 240x320, 4.4x at 480x640); a checkpoint that takes images gets the renderer its dataset
-  was recorded with (`checkpoint_renderer`): the two light the scene differently.
+- renderer auto: the faster for the image size (bench/bench_render.py; the timings: docs/measured_defaults.md):
+  TinyRenderer at the 96x128 default, pybullet's EGL plugin from 32,000 pixels a frame where it loads; a
+  checkpoint that takes images gets the renderer its dataset was recorded with (`checkpoint_renderer`): the two
+  light the scene differently.
 """
 
 from __future__ import annotations
@@ -74,8 +74,7 @@ class GraphConfig:
     objects: int = _argument(4, "objects on the table", low=1, high=8)
     renderer: str = _argument("auto", "the sim's camera renderer: auto (a camera checkpoint's own; else the faster "
                               "for the image size: tiny below 32,000 pixels a frame, egl from there where it loads), "
-                              "egl (pybullet's EGL plugin: 2.1x as fast as tiny at 240x320, 4.4x at 480x640, 0.45x "
-                              "at 96x128 on these CPUs; needs libEGL) or tiny (TinyRenderer: needs nothing)",
+                              "egl (pybullet's EGL plugin; needs libEGL) or tiny (TinyRenderer: needs nothing)",
                               choices=RENDER_CHOICES)
     episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
     first_seed: int = _argument(0, "seed of the first episode", low=0)

@@ -1,4 +1,4 @@
-"""Episodes on a Ray cluster: `act-sim eval --ray`, `act-sim curve --ray` and `act-sim record --ray`.
+"""Episodes on a Ray cluster: `act-sim eval --ray`, `act-lab curve --ray` and `act-sim record --ray`.
 
     act-sim (the driver)                      Ray tasks, on any node of the cluster (num_cpus=1 each)
       eval/curve: one task a seed      ->       the env and the policy (built once per worker process,

@@ -1,7 +1,7 @@
 """PickObjectEnv as every command builds it: with the yaw reader given where its environment_state layout needs it.
 
-The table-top (act_node.tabletop) stands below the vision encoder (act_node.vision, whose labels come from the
-table-top), so the env does not load the reader itself: `target_tool_yaw` takes one as `yaw_reader`, and this is
+The table-top (act_node.tabletop) stands below the camera readers (act_node.perception, which read what the
+table-top draws), so the env does not load the reader itself: `target_tool_yaw` takes one as `yaw_reader`, and this is
 where the package's commands (act-sim eval, record, the Ray shards, the LeRobot plugin) hand it models/yaw_reader.
 """
 
@@ -16,7 +16,7 @@ def yaw_reader():
     """models/yaw_reader, loaded on first use and kept for the process (its backbone is 45 MB)."""
     global _READER
     if _READER is None:
-        from act_node.vision.yaw import YawReader
+        from act_node.perception.yaw import YawReader
 
         _READER = YawReader.load()
     return _READER

@@ -6,7 +6,7 @@
       until the success or the step limit, then `after_success` more frames (recording: the lift and the hold)
     -> EpisodeResult
 
-`act-sim expert` (the expert's success rate), `act-sim eval` (a checkpoint), `act-sim record` (a dataset) and
+`act-lab expert` (the expert's success rate), `act-sim eval` (a checkpoint), `act-sim record` (a dataset) and
 the sim node's /episode/result all report an EpisodeResult: one set of keys in every JSON file and report.
 An agent is built over its env and has `reset(observation)`, `act(observation) -> (6,)` in LeRobot units, and
 `needs_observation()`: whether its next act reads the observation (a chunk policy only at its re-plan ticks;

@@ -225,7 +225,7 @@ JOURNAL = "episodes.jsonl"  # under an evaluation's out: its header, then one li
 def folder_digest(folder: str | Path, skip: tuple[str, ...] = ("README.md",)) -> str:
     """sha256 over the names and bytes of a folder's files (not its `skip`ped ones, nor below it): a checkpoint's
     weights, config and processors, or the yaw reader's head and the backbone hash its reader.json names."""
-    from act_node.vision.cache import file_sha256
+    from act_node.checkpoints import file_sha256
 
     digest = hashlib.sha256()
     for path in sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name not in skip):
@@ -250,7 +250,7 @@ def journal_header(config: GraphConfig, steps: int, coeff: float | None) -> dict
     from importlib.metadata import version
 
     from act_node.paths import models_dir
-    from act_node.vision.yaw import DEFAULT_READER
+    from act_node.perception.yaw import DEFAULT_READER
 
     env = config.env_kwargs()
     return {"env": env, "device": config.device, "n_action_steps": steps, "temporal_ensemble_coeff": coeff,

@@ -343,7 +343,7 @@ def requested_kind(task: str) -> str:
 # act_node.table_frame (ENV_LAYOUTS). target_tool's last three numbers come from the tool centre point in the table
 # frame, which the caller gives: the env reads it from the simulator, the recorder and the policy node from the
 # joints by the URDF's forward kinematics (act_node.description.tool_point); the two agree to 1e-6 m
-# (tests/test_description.py). target_tool_yaw's last two are the yaw reader's (act_node.vision.yaw), read from the
+# (tests/test_description.py). target_tool_yaw's last two are the yaw reader's (act_node.perception.yaw), read from the
 # cameras once an episode; the caller gives them too.
 
 
@@ -383,7 +383,7 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     turn = _finite(yaw, 2)
     if turn is None:
         raise ValueError(f"environment_state {layout!r} needs the requested object's yaw (cos k*yaw, sin k*yaw: two "
-                         f"finite numbers, act_node.vision.yaw), got {yaw!r}")
+                         f"finite numbers, act_node.perception.yaw), got {yaw!r}")
     return np.r_[state, turn].astype(np.float32)
 
 

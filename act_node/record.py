@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 from tqdm import tqdm
@@ -66,7 +67,6 @@ from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.perturb import ActionNoise
-from act_node.takeover import Takeover, TakeoverAgent
 
 ROBOT_TYPE = "so101_sim"
 JOINT_FEATURE_NAMES = [f"{name}.pos" for name in so101.JOINT_NAMES]
@@ -145,7 +145,7 @@ class SeedRecord:
     after_success: int = 0  # frames recorded past the success
     # per saved episode, the --action-noise scale it was recorded with (0: clean; tabletop.perturb.ActionNoise)
     episode_noise: list[float] = field(default_factory=list)
-    # per saved episode, None (the expert's own, from reset) or where it took over from a policy (act_node.takeover):
+    # per saved episode, None (the expert's own, from reset) or where it took over from a policy (act_lab.takeover):
     # {"policy": checkpoint, "tick": the episode's tick it took over at, "reason": why}
     episode_takeover: list[dict | None] = field(default_factory=list)
 
@@ -198,6 +198,15 @@ class TooFewEpisodes(RuntimeError):
         self.summary = summary
 
 
+class SecondAttempts(Protocol):
+    """Where a policy acts first and the expert takes over (act_lab.takeover.Takeover is one): its agent acts, and
+    says in `expert_acting` who chose the last action and in `took_over_at` when the expert took over (None: never)."""
+
+    def agent(self, env: PickObjectEnv, expert: ScriptedExpert): ...
+
+    def record_of(self, agent) -> dict | None: ...
+
+
 class ResumeRefused(ValueError):
     """The dataset at the root cannot be continued by this run; the message says why."""
 
@@ -205,7 +214,7 @@ class ResumeRefused(ValueError):
 def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_seed: int | None = None,
            keep_failures: bool = False, max_attempts: int | None = None, resume: bool = False,
            on_saved: Callable[[int], None] | None = None, after_success: int = 0,
-           action_noise: float = 0.0, raw_maps=None, takeover: Takeover | None = None,
+           action_noise: float = 0.0, raw_maps=None, takeover: SecondAttempts | None = None,
            config: GraphConfig | None = None) -> RecordSummary:
     """Record `episodes` expert episodes into a new dataset at `root` (seeds from `first_seed`, default 0),
     or, with `resume`, append them to the dataset there (seeds after those already tried).
@@ -213,9 +222,9 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     this run saves (bench/bench_record.py measures memory there). `after_success`: frames of the expert's
     plan recorded past the success (the module's docstring says why). `action_noise`: the scale of the smooth
     offsets added to the executed actions (act_node.tabletop.perturb: recoveries; the dataset keeps the expert's
-    clean actions, meta/act_node_seeds.json each episode's scale). `raw_maps`: an act_node.vision.cache.RawMaps
+    clean actions, meta/act_node_seeds.json each episode's scale). `raw_maps`: an act_lab.vision.cache.RawMaps
     that gets every frame's raw camera images and keeps each saved episode's backbone maps (the recipe's).
-    `takeover`: second attempts (act_node.takeover): its policy acts from reset and the expert takes over where
+    `takeover`: second attempts (act_lab.takeover): its policy acts from reset and the expert takes over where
     it goes wrong; only the expert's part is recorded, and a seed the policy succeeds on is skipped.
     `config`: the graph settings the actions are executed with (the velocity bound; default: GraphConfig's, the
     graph's), through the sim node's executor; the recorded action is the command it sent."""
@@ -303,7 +312,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
     return summary
 
 
-def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, dataset, seed: int, stop: StopRequests,
+def _run_episode(env: PickObjectEnv, agent, dataset, seed: int, stop: StopRequests,
                  after_success: int = 0, noise: ActionNoise | None = None, raw_maps=None, executor=None) -> str:
     """One seeded episode into the dataset's episode buffer: "success", "failure", "unplannable" (nothing
     buffered), "policy success" or "not taken over" (a takeover's policy succeeded, or failed without the
@@ -327,7 +336,7 @@ def _run_episode(env: PickObjectEnv, agent: ScriptedExpert | TakeoverAgent, data
     except EpisodeStopped:
         return "stopped"
     except Unreachable as error:  # a takeover's expert cannot plan from where the policy left the arm and object
-        if not isinstance(agent, TakeoverAgent):
+        if not hasattr(agent, "took_over_at"):
             raise
         tqdm.write(f"seed {seed}: skipped, the expert cannot plan its second attempt ({error})")
         return "unplannable"

@@ -28,8 +28,8 @@ MAX_TORQUE_NM = 3.35
 # LeRobot's so_follower configures the gripper servo to spare it while it squeezes an object: Max_Torque_Limit
 # 50%, Protection_Current 50%, and Overload_Torque 25%: once stalled against the object (holding it) the servo
 # gives a quarter of its torque. The simulated gripper holds with that quarter. At the full 3.35 N m the
-# pybullet jaws press an object with about 25 N at one contact point each and squeeze it out of the grasp:
-# 8 of 74 successful expert picks (seeds 20000-20079) dropped the object within a second (tests/test_tabletop.py).
+# pybullet jaws press an object with about 25 N at one contact point each and squeeze it out of the grasp (how
+# often: docs/measured_defaults.md; tests/test_tabletop.py pins the hold).
 GRIPPER_TORQUE_NM = 0.25 * MAX_TORQUE_NM
 MAX_VELOCITY_RAD_S = math.radians(60) / 0.222
 

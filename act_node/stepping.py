@@ -36,7 +36,7 @@ from act_node.episodes import EpisodeResult
 from act_node.tabletop.cameras import camera_specs
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import ObjectState
-from act_node.tabletop.video import write_video
+from act_node.tabletop.video import Shot, write_film
 
 CATCH_UP_TICKS = 3  # realtime: at most this many extra ticks in one timer call, to regain the wall clock
 
@@ -307,7 +307,8 @@ class CameraSchedule:
 
 
 class VideoWriter:
-    """Writes each finished episode's frames as an mp4 on a thread of its own, in order."""
+    """Writes each finished episode's film (an mp4 and its picture, act_node.tabletop.video.write_film) on a thread
+    of its own, in order."""
 
     def __init__(self, fps: int, on_written=None):
         self.fps = fps
@@ -316,9 +317,10 @@ class VideoWriter:
         self._thread = threading.Thread(target=self._run, name="video_writer", daemon=True)
         self._thread.start()
 
-    def submit(self, frames: list[np.ndarray], path: Path) -> None:
-        if frames:
-            self._jobs.put((list(frames), Path(path)))
+    def submit(self, shots: list[Shot], path: Path, outcome: str) -> None:
+        """Film the shots into `path` (.mp4) and its .png, the last one held a second under `outcome`."""
+        if shots:
+            self._jobs.put((list(shots), Path(path), outcome))
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Finish the queued videos (up to `timeout_s`), then stop the thread."""
@@ -327,9 +329,9 @@ class VideoWriter:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            frames, path = job
+            shots, path, outcome = job
             try:
-                write_video(frames + [frames[-1]] * self.fps, path, self.fps)  # hold the outcome a second
+                write_film(shots, outcome, path, self.fps)
                 self.on_written(path, None)
             except Exception as error:  # a full disk or a missing codec: say so, keep the graph running
                 self.on_written(path, error)

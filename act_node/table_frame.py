@@ -27,21 +27,19 @@ RENDER_CHOICES = ("auto", *RENDERERS)
 #                       (ACT takes no language: the request enters here)
 #   "target_tool"  (13) and where the tool is relative to that target: the tool centre point minus the target in
 #                       x and y, and the tool's height, by the URDF's forward kinematics from the joints
-#                       (act_node.description.ArmChain). Measured on the image-less ACT, same 360 demonstrations,
-#                       loop and seeds: 145/300 against 84/300 (results/act_offset). Nothing in it is privileged:
-#                       the joints and the Selector's target exist on the real arm too.
+#                       (act_node.description.ArmChain). Nothing in it is privileged: the joints and the
+#                       Selector's target exist on the real arm too (what it changes: docs/measured_defaults.md).
 #   "target_tool_yaw" (15) and how the requested object lies: (cos k*yaw, sin k*yaw), k its symmetry (a pen 2,
 #                       the cube 4; zeros for a round kind), read from the front and wrist cameras at the
-#                       episode's first observation by the yaw reader (act_node.vision.yaw, models/yaw_reader).
-#                       Measured on the same ACT at GPU scale: 181/300 read from the cameras, 182/300 given the
-#                       simulator's true yaw, 158/300 without (results/act_yaw).
+#                       episode's first observation by the yaw reader (act_node.perception.yaw, models/yaw_reader;
+#                       what it changes: docs/measured_defaults.md).
 ENV_LAYOUTS = ("target", "target_tool", "target_tool_yaw")
 TOOL_NAMES = ["tcp_minus_target_x", "tcp_minus_target_y", "tcp_z"]
 YAW_NAMES = ["target_cos_n_yaw", "target_sin_n_yaw"]
 # The layouts built from the joint states and the target alone: the recorder node and bag2dataset record these;
 # target_tool_yaw also needs the yaw reader's camera images at 96x128 (act-sim record and the policy node read it).
 JOINT_LAYOUTS = ("target", "target_tool")
-# What the yaw reader reads (act_node.vision.yaw): these cameras at this size (height, width), drawn as the
+# What the yaw reader reads (act_node.perception.yaw): these cameras at this size (height, width), drawn as the
 # recipe draws them (TinyRenderer in the sim). A graph running a target_tool_yaw checkpoint publishes them so.
 YAW_READER_CAMERAS = ("front", "wrist")
 YAW_READER_IMAGE_SIZE = (96, 128)

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
+from act_lab.curve import checkpoints
 from act_node.checkpoints import checkpoint_cameras, trained_renderer
 from act_node.config import FPS, shipped_checkpoint
-from act_node.curve import checkpoints
 from act_node.envs import make_env
 from act_node.policy import ChunkPolicy, FeatureSpec
 

@@ -16,9 +16,9 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from act_node.config import TRAIN_IMAGE_SIZE  # noqa: E402
 from act_node.record import record  # noqa: E402
 from act_node.tabletop.env import PickObjectEnv  # noqa: E402
-from act_node.training import TRAIN_IMAGE_SIZE  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -116,13 +116,13 @@ class Monitor:
 
 def config_for(args: argparse.Namespace):
     """The evaluation's configuration (as `act-sim eval` builds it from the checkpoint) and the graph's."""
-    from act_node.cli import _cameras_of_checkpoint, graph_config
+    from act_node.cli import cameras_of_checkpoint, graph_config
     from act_node.config import shipped_checkpoint
 
     checkpoint = args.checkpoint or shipped_checkpoint()
     flags = argparse.Namespace(objects=args.objects, cameras=None, height=None, width=None, target="selector",
                                renderer="auto")
-    _cameras_of_checkpoint(flags, checkpoint)
+    cameras_of_checkpoint(flags, checkpoint)
     config = graph_config(flags, policy="act", checkpoint=checkpoint, episodes=args.episodes,
                           first_seed=args.first_seed)
     # as `act-sim eval --ros`: no velocity bound and one torch thread, as in-process; the sim's own timeout

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from act_node.nodes.domains import claim_domains
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from domains import claim_domains  # noqa: E402  (tests/domains.py: the ROS domains a run claims)
 
 CAMERAS = ("front", "wrist")
 CONFIGURATIONS = {  # name: (publisher's environment, receiver's, serialized bytes both ends)

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from act_node.config import shipped_checkpoint
+from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE, YawReader
 from act_node.policy import ChunkPolicy, FeatureSpec
-from act_node.vision.yaw import READER_CAMERAS, READER_IMAGE_SIZE, YawReader
 
 
 def mean_s(call, repeat: int) -> float:

@@ -6,8 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from act_node.nodes.domains import claim_domains  # noqa: E402  (no rclpy: the domain is set before it loads)
+from domains import claim_domains  # noqa: E402  (no rclpy: the domain is set before it loads)
 
 # three ROS domains (this process, then +1 and +2 for subprocess graphs) no other test run here holds,
 # claimed for the life of the process
@@ -78,7 +77,7 @@ def tiny_tool_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_tool_checkpoint(tiny_tool_dataset, tmp_path_factory) -> Path:
     """An image-less ACT on the target_tool dataset (act_train, the recipe's loop: 2 steps)."""
-    from act_node.vision.act_train import Run, Settings
+    from act_lab.vision.act_train import Run, Settings
 
     out = tmp_path_factory.mktemp("train_tool") / "run"
     run = Run(tiny_tool_dataset, out / "no-cache", out / "no-backbone", out,

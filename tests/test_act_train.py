@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from act_node.recipe import Recipe, RecipeSettings
-from act_node.vision.act_train import CachedMaps, Demonstrations, Run, Settings, average_checkpoints
-from act_node.vision.cache import (
+from act_lab.recipe import Recipe, RecipeSettings
+from act_lab.vision.act_train import CachedMaps, Demonstrations, Run, Settings, average_checkpoints
+from act_lab.vision.cache import (
     RawMaps,
     act_backbone,
     backbone_maps,
@@ -20,8 +20,8 @@ from act_node.vision.cache import (
     decode_camera,
     images_to_tensor,
 )
-from act_node.vision.export import write_backbone
-from act_node.vision.networks import act_trunk
+from act_lab.vision.export import write_backbone
+from act_lab.vision.networks import act_trunk
 
 CAMERAS = ("front", "wrist")
 
@@ -403,7 +403,7 @@ def test_a_camera_run_starts_from_the_image_less_one_of_the_same_data(tiny_datas
     by name, and nothing is loaded then."""
     from safetensors.torch import load_file, save_file
 
-    from act_node.vision.export import load_backbone
+    from act_node.perception.backbone import load_backbone
 
     Run(tiny_dataset, cache, backbone, tmp_path / "plain", Settings(steps=2, batch_size=2, save_every=2,
                                                                     use_cameras=False)).train(progress=False)
@@ -472,7 +472,7 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
     run again when the steps are done it only averages; K = 1 and a checkpoint that is not there are refused."""
     from safetensors.torch import load_file
 
-    from act_node.vision.act_train import average_last, main
+    from act_lab.vision.act_train import average_last, main
 
     def command(out: str, steps: int) -> list[str]:
         return ["--dataset", str(tiny_dataset), "--cache", str(cache), "--backbone", str(backbone), "--out",
@@ -516,8 +516,8 @@ def test_the_act_command_averages_its_last_checkpoints(tiny_dataset, backbone, c
 
 
 def test_the_recipe_command_passes_its_counts_and_refuses_negative_ones(tmp_path, monkeypatch):
-    from act_node import cli
-    from act_node.recipe import Recipe
+    from act_lab import cli
+    from act_lab.recipe import Recipe
 
     seen = []
     monkeypatch.setattr(Recipe, "run", lambda self, only=None: seen.append(self.settings) or {"stages": {}})
@@ -532,7 +532,7 @@ def test_the_recipe_command_passes_its_counts_and_refuses_negative_ones(tmp_path
 def test_the_training_device_is_checked_before_anything_loads(tiny_dataset, tmp_path, capsys):
     """--device: a device this machine lacks or torch does not know is refused by the parser, naming it, before
     any data loads; cpu trains as before. (A CUDA run is measured on a lent GPU, not in the tests.)"""
-    from act_node.vision.act_train import main, training_device
+    from act_lab.vision.act_train import main, training_device
 
     assert training_device("cpu") == torch.device("cpu")
     common = ["--dataset", str(tmp_path / "no-such-dataset"), "--cache", "x", "--backbone", "x",
@@ -556,7 +556,7 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
     from lerobot.policies.act.modeling_act import ACTPolicy
     from safetensors.torch import load_file
 
-    from act_node.vision.act_train import main
+    from act_lab.vision.act_train import main
 
     def command(out: str) -> list[str]:
         return ["--dataset", str(tiny_dataset), "--out", str(tmp_path / out), "--steps", "2", "--save-every", "2",
@@ -665,7 +665,7 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
 
 
 def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
-    from act_node import cli
+    from act_lab import cli
 
     seen = []
     monkeypatch.setattr(Recipe, "run", lambda self, only=None: seen.append(self.settings) or {"stages": {}})
@@ -717,7 +717,7 @@ def test_the_cvae_option_trains_acts_own_vae_and_lerobot_runs_it(tiny_dataset, t
     from lerobot.policies.act.modeling_act import ACTPolicy
     from lerobot.policies.factory import make_pre_post_processors
 
-    from act_node.vision.act_train import main
+    from act_lab.vision.act_train import main
 
     run = Run(tiny_dataset, None, None, tmp_path / "vae", Settings(steps=2, batch_size=2, save_every=2,
                                                                      use_cameras=False, vae=True))
@@ -772,7 +772,7 @@ def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path, 
     fake.write_text(SLOW_RECORD)
     fake.chmod(0o755)
     out = tmp_path / "recipe"
-    driver = ("import sys; from pathlib import Path; import act_node.recipe as r; r.HEARTBEAT_S = 0.2; "
+    driver = ("import sys; from pathlib import Path; import act_lab.recipe as r; r.HEARTBEAT_S = 0.2; "
               "r.Recipe(Path(sys.argv[1]), r.RecipeSettings(episodes=1, recovery_episodes=0, encoder=sys.argv[2]), "
               "python=sys.argv[3]).run(only=['record'])")
     recipe = subprocess.Popen([sys.executable, "-c", driver, str(out), str(tmp_path), str(fake)],
@@ -784,7 +784,7 @@ def test_a_stopped_recipe_keeps_its_seconds_and_lets_the_stage_finish(tmp_path, 
         time.sleep(1.0)  # a few heartbeats
         seconds = json.loads((out / "recipe.json").read_text())["stages"]["record"]["seconds"]
         assert seconds >= 0.4  # written while the stage runs, not only at its end
-        with pytest.raises(SystemExit, match="another act-sim recipe is running in"):
+        with pytest.raises(SystemExit, match="another act-lab recipe is running in"):
             Recipe(out, RecipeSettings(episodes=1, recovery_episodes=0, encoder=str(tmp_path)),
                    python=str(fake)).run(only=["encoder"])  # (without the lock: no backbone there, at once)
         recipe.send_signal(getattr(signal, stop))
@@ -807,7 +807,7 @@ def test_a_failing_recipe_stops_its_stage_and_a_full_disk_does_not(tmp_path):
     import sys
     import time
 
-    from act_node.recipe import run_stage_command
+    from act_lab.recipe import run_stage_command
 
     def disk_full():
         raise OSError(28, "No space left on device")

@@ -141,9 +141,9 @@ def test_the_graphs_tool_point_is_the_sims_and_the_offline_transforms():
 
 
 def test_a_takeover_refuses_a_checkpoint_of_another_layout_than_its_env(tiny_tool_checkpoint):
+    from act_lab.takeover import Takeover
     from act_node.policy import CheckpointMismatch
     from act_node.tabletop.env import PickObjectEnv
-    from act_node.takeover import Takeover
 
     env = PickObjectEnv(objects=2, cameras=("wrist",), image_size=(24, 32), target_source="truth", max_steps=300)
     try:

@@ -38,13 +38,14 @@ def test_setup_installs_the_ament_marker_and_the_data_folders():
     assert Path("share/act_node/sim/so101.urdf") in installed
     assert Path("share/act_node/models/selector_lookup/model.safetensors") in installed
     assert Path("share/act_node/models/selector_lookup/README.md") in installed
-    assert sorted(arguments["packages"]) == ["act_node", "act_node.arm", "act_node.attention", "act_node.dds",
-                                             "act_node.nodes", "act_node.tabletop", "act_node.vision"]
+    assert sorted(arguments["packages"]) == ["act_lab", "act_lab.attention", "act_lab.studies", "act_lab.vision",
+                                             "act_node", "act_node.arm", "act_node.attention", "act_node.dds",
+                                             "act_node.nodes", "act_node.perception", "act_node.tabletop"]
     assert arguments["package_data"]["act_node.dds"] == ["fastdds.xml"]  # the Fast DDS profile
     assert Path("share/act_node/launch/sim.launch.py") in installed
     assert not any(pin.startswith("ros-jazzy-") for pin in arguments["install_requires"])
     scripts = {line.split("=")[0].strip() for line in arguments["entry_points"]["console_scripts"]}
-    assert {"act-attention", "act-sim", "act_sim_node", "act_policy_node", "act_selector_node",
+    assert {"act-lab", "act-sim", "act_sim_node", "act_policy_node", "act_selector_node",
             "act_expert_node", "act_so101_node", "act_leader_node", "act_camera_node", "act_recorder_node"} <= scripts
     for script in scripts:
         assert shutil.which(script, path=str(Path(sys.executable).parent)), f"{script} is not installed"
@@ -53,7 +54,7 @@ def test_setup_installs_the_ament_marker_and_the_data_folders():
 def test_ruff_is_clean():
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
     assert ruff, "ruff is not in the venv"
-    result = subprocess.run([ruff, "check", "act_node", "tests", "bench", "plugins", "launch"], cwd=ROOT,
+    result = subprocess.run([ruff, "check", "act_node", "act_lab", "tests", "bench", "plugins", "launch"], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 

@@ -240,7 +240,7 @@ def test_skipping_the_cameras_between_replans_changes_no_result(tiny_checkpoint)
 
 
 def test_training_resumes_and_the_curve_evaluates_each_checkpoint_once(tiny_dataset, tmp_path, monkeypatch):
-    from act_node import curve as curves
+    from act_lab import curve as curves
     from act_node.training import last_checkpoint, train
 
     run = tmp_path / "run"

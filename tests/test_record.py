@@ -268,7 +268,7 @@ def test_an_unplannable_seed_is_skipped_like_a_failed_episode(tmp_path, monkeypa
     assert summary.unplannable_seeds == [0] and 0 in summary.skipped_seeds and summary.recorded == 1
     assert saved_seeds(tmp_path / "data")[0] > 0
 
-    from act_node.cli import run_expert_episode
+    from act_lab.cli import run_expert_episode
 
     calls.clear()
     episode = run_expert_episode(env, seed=3)

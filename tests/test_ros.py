@@ -119,10 +119,11 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
     """models/act_target_tool_yaw takes no image itself: the node subscribes to the yaw reader's cameras, reads the
     pen's yaw from the run's first observation (as the env reads it at reset) and feeds the same two numbers with
     every later observation of the run."""
+    from act_lab.vision.yaw import yaw_error_deg
     from act_node.description import tool_point
     from act_node.observation import environment_state
+    from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE, symmetric_yaw
     from act_node.tabletop.env import PickObjectEnv
-    from act_node.vision.yaw import READER_CAMERAS, READER_IMAGE_SIZE, symmetric_yaw, yaw_error_deg
 
     env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
                         request="pen")
@@ -189,8 +190,8 @@ def tiny_camera_yaw_checkpoint(tmp_path_factory):
 def test_a_camera_checkpoint_of_the_yaw_layout_gets_its_camera_and_the_readers_yaw(ros, tiny_camera_yaw_checkpoint):
     """A checkpoint that takes the wrist camera itself and reads the yaw: the node subscribes to the wrist (its
     own and the reader's) and the front (the reader's only), feeds the ACT only the wrist, and the reader both."""
+    from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE
     from act_node.tabletop.env import PickObjectEnv
-    from act_node.vision.yaw import READER_CAMERAS, READER_IMAGE_SIZE
 
     env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
                         request="pen")
@@ -474,6 +475,10 @@ def test_the_expert_graph_runs_an_episode_headless(tmp_path):
     outcome = json.loads((tmp_path / "episode1_seed0.json").read_text())
     assert outcome["success"] and outcome["held_ticks"] == 0
     assert (tmp_path / "episode1_seed0.mp4").stat().st_size > 1000
+    from PIL import Image
+
+    with Image.open(tmp_path / "episode1_seed0.png") as picture:  # the film's picture: each 48x64 camera drawn 8x
+        assert picture.width >= 2 * 480
 
 
 def run_expert_in_process(config, seed: int) -> dict:

@@ -11,6 +11,7 @@ from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoW
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.planner import plan_window
+from act_node.tabletop.video import Shot, write_film
 
 TINY = dict(image_height=48, image_width=64, objects=2)
 
@@ -187,15 +188,39 @@ def test_videos_are_written_off_the_caller_thread_and_failures_reported(tmp_path
 
     written = []
     writer = VideoWriter(30, lambda path, error: written.append((path, error, threading.current_thread().name)))
-    frames = [np.full((32, 48, 3), k, np.uint8) for k in range(0, 250, 25)]
-    writer.submit(frames, tmp_path / "one.mp4")
+    shots = [Shot({"front": np.full((32, 48, 3), k, np.uint8)}, f"t {k}") for k in range(0, 250, 25)]
+    writer.submit(shots, tmp_path / "one.mp4", "succeeded")
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("a file where a folder should be")
-    writer.submit(frames, blocker / "two.mp4")
+    writer.submit(shots, blocker / "two.mp4", "failed")
     writer.close()
     assert [(p.name, e is None, t) for p, e, t in written] == [("one.mp4", True, "video_writer"),
                                                                ("two.mp4", False, "video_writer")]
-    assert (tmp_path / "one.mp4").stat().st_size > 500
+    assert (tmp_path / "one.mp4").stat().st_size > 500 and (tmp_path / "one.png").is_file()
+
+
+def test_a_film_draws_each_camera_at_least_480_wide_and_captions_the_outcome(tmp_path):
+    """The policy's small cameras (96x128) are enlarged for a person to watch; the picture holds the start, the
+    middle and the end, the end under the outcome's caption (pixels differ from the running caption's)."""
+    import imageio.v2 as imageio
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    shots = [Shot({"front": rng.integers(0, 255, (96, 128, 3), np.uint8),
+                   "wrist": rng.integers(0, 255, (96, 128, 3), np.uint8)}, f"episode 1: pick up the pen  t {k}")
+             for k in range(7)]
+    video, picture = write_film(shots, "episode 1: pick up the pen  succeeded after 7 steps", tmp_path / "e.mp4", 30)
+    with imageio.get_reader(video) as reader:
+        frames = [frame for frame in reader]
+    assert len(frames) == 7 + 30  # every shot, then the outcome held a second
+    assert frames[0].shape[1] >= 2 * 480 and frames[0].shape[0] >= 4 * 96  # each 96x128 camera drawn 4x
+    drawn = np.asarray(Image.open(picture))
+    height = drawn.shape[0] // 3  # the picture's moments are unpadded; the video pads to even sizes
+    assert drawn.shape[1] == frames[0].shape[1] and frames[0].shape[0] - height in (0, 1)
+    strip = slice(4 * 96, height)  # the caption under the cameras
+    assert not np.array_equal(drawn[strip], drawn[2 * height:][strip])  # the end says the outcome
+    with pytest.raises(ValueError, match="at least one shot"):
+        write_film([], "none", tmp_path / "none.mp4", 30)
 
 
 # --- the realtime clock and the camera schedule, no ROS ---------------------------------------------------------

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
+from act_lab.takeover import Takeover, TakeoverAgent
 from act_node.episodes import run_episode
 from act_node.record import SEEDS_FILE, SeedRecord, TooFewEpisodes, record
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
-from act_node.takeover import Takeover, TakeoverAgent
 
 SEEDS = (11, 12, 13)
 
@@ -135,8 +135,8 @@ def test_the_seed_file_keeps_the_takeovers_and_reads_an_older_one(tmp_path):
     (["--takeover-from", "x", "--action-noise", "1"], "record them in separate runs"),
     (["--takeover-from", "x", "--ray"], "--takeover-from records in this process"),
 ])
-def test_act_sim_record_refuses_a_bad_takeover(arguments, message, tmp_path, capsys):
-    from act_node.cli import main
+def test_act_lab_record_refuses_a_bad_takeover(arguments, message, tmp_path, capsys):
+    from act_lab.cli import main
 
     with pytest.raises(SystemExit, match=message):
         main(["record", "--cameras", "front", "--height", "48", "--width", "64", "--objects", "2",

@@ -1,4 +1,4 @@
-"""The vision encoder (act_node/vision): labels that match what the renders show, shards that resume, and an
+"""The vision encoder (act_lab/vision): labels that match what the renders show, shards that resume, and an
 export that loads into LeRobot's ACTPolicy and computes there what the pretraining trunk computed.
 
 Fast: one small shard at 64x96, a few training steps. Run: .venv/bin/python -m pytest -q tests/test_vision.py
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from act_node.vision.labels import KIND_NAMES, image_labels, render_views
+from act_lab.vision.labels import KIND_NAMES, image_labels, render_views
 
 SMALL_IMAGE = (64, 96)  # layer4 map 2x3
 
@@ -34,7 +34,7 @@ def _pixels_of(image: np.ndarray, colour: str) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def shard(tmp_path_factory) -> Path:
-    from act_node.vision.frames import generate, shard_specs
+    from act_lab.vision.frames import generate, shard_specs
 
     specs = shard_specs(tmp_path_factory.mktemp("frames"), "train", 40, SMALL_IMAGE)
     report = generate(specs, workers=1)
@@ -109,7 +109,7 @@ def test_a_pens_yaw_label_is_the_direction_its_pixels_run():
 
 
 def test_shards_hold_both_cameras_labels_and_are_not_generated_twice(shard):
-    from act_node.vision.frames import generate, load_images, shard_specs
+    from act_lab.vision.frames import generate, load_images, shard_specs
 
     with np.load(shard) as arrays:
         meta = json.loads(str(arrays["meta"]))
@@ -128,10 +128,11 @@ def test_the_export_loads_into_act_and_computes_the_pretraining_trunks_maps(shar
     from lerobot.policies.act.configuration_act import ACTConfig
     from lerobot.policies.act.modeling_act import ACTPolicy
 
-    from act_node.vision.export import load_backbone, write_backbone
-    from act_node.vision.frames import load_images
-    from act_node.vision.networks import Encoder, images_to_tensor
-    from act_node.vision.train import Trainer, TrainSettings
+    from act_lab.vision.export import write_backbone
+    from act_lab.vision.frames import load_images
+    from act_lab.vision.networks import Encoder, images_to_tensor
+    from act_lab.vision.train import Trainer, TrainSettings
+    from act_node.perception.backbone import load_backbone
 
     torch.manual_seed(0)
     images = load_images([shard], limit=16)  # 32 images: 2 steps
@@ -168,9 +169,9 @@ def test_the_export_loads_into_act_and_computes_the_pretraining_trunks_maps(shar
 
 
 def test_a_stopped_training_resumes_where_it_stopped_and_ends_as_an_unstopped_one(shard, tmp_path):
-    from act_node.vision.frames import load_images
-    from act_node.vision.networks import Encoder
-    from act_node.vision.train import Trainer, TrainSettings
+    from act_lab.vision.frames import load_images
+    from act_lab.vision.networks import Encoder
+    from act_lab.vision.train import Trainer, TrainSettings
 
     images = load_images([shard], limit=8)  # 16 images
     settings = TrainSettings(epochs=2, batch_size=8, warmup_steps=1)  # 2 steps an epoch

@@ -1,4 +1,4 @@
-"""The yaw reader (act_node.vision.yaw) and environment_state's target_tool_yaw layout, which it fills."""
+"""The yaw reader (act_node.perception.yaw) and environment_state's target_tool_yaw layout, which it fills."""
 
 import json
 import math
@@ -7,16 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
+from act_lab.vision.yaw import yaw_error_deg
 from act_node.observation import ENV_LAYOUTS, environment_layout, environment_state, environment_state_names
 from act_node.paths import models_dir
-from act_node.vision.yaw import (
-    READER_CAMERAS,
-    READER_IMAGE_SIZE,
-    YawReader,
-    kind_turns,
-    symmetric_yaw,
-    yaw_error_deg,
-)
+from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE, YawReader, kind_turns, symmetric_yaw
 
 
 @pytest.fixture(scope="module")

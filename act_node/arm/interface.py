@@ -14,7 +14,6 @@ Everything here is in radians, joints in act_node.so101.JOINT_NAMES order.
 from __future__ import annotations
 
 import abc
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,57 +99,3 @@ class ArmInterface(abc.ABC):
     @abc.abstractmethod
     def calibrated_range(self) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) (6,) radians where the arm's calibration says the joints may go."""
-
-
-class PhysicsArm(ArmInterface):
-    """The interface straight over servo physics (servo_sim.FirstOrderArm or PyBulletArm), without a bus:
-    for the safety chain's tests and for running the arm node's loop against the table-top."""
-
-    def __init__(self, physics, lower: np.ndarray = so101.LOWER_RAD, upper: np.ndarray = so101.UPPER_RAD):
-        self.physics = physics
-        self.lower, self.upper = np.asarray(lower, float), np.asarray(upper, float)
-        self.goal = physics.positions()
-        self.torque = np.zeros(6, dtype=bool)
-        self.configured = False
-        self._last_s = time.monotonic()
-
-    def _advance(self) -> None:
-        now = time.monotonic()
-        self.physics.advance(now - self._last_s, self.goal, self.torque)
-        self._last_s = now
-
-    def configure(self) -> None:
-        self.configured = True
-
-    def activate(self) -> np.ndarray:
-        self.goal = self.read().positions
-        self.torque[:] = True
-        return self.goal.copy()
-
-    def deactivate(self) -> list[str]:
-        self.set_torque(False)
-        self.configured = False
-        return []
-
-    def read(self) -> JointReading:
-        if not self.configured:
-            raise ArmReadError("arm is not configured")
-        self._advance()
-        q = self.physics.positions()
-        outside = tuple(n for n, v, lo, hi in zip(self.joint_names, q, self.lower, self.upper) if not lo <= v <= hi)
-        return JointReading(q, time.time(), None, outside)
-
-    def write(self, goal_rad: np.ndarray) -> None:
-        self._advance()
-        self.goal = np.asarray(goal_rad, float).copy()
-
-    def set_torque(self, enabled: bool) -> list[str]:
-        self._advance()
-        self.torque[:] = enabled
-        return []
-
-    def status(self) -> list[ServoStatus]:
-        return [ServoStatus(name, True) for name in self.joint_names]
-
-    def calibrated_range(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.lower.copy(), self.upper.copy()

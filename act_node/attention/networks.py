@@ -8,8 +8,8 @@ where that object is, task "nearest" where the object closest to it is. Three ki
   Plain         8 fixed slots of 11 numbers + the request --MLP--> answer
 
 Everything trains with Adam on 20,000 scenes of 4 objects and is scored by the mean miss in cm on
-2,000 fresh scenes with 4 and with 6 objects. Run: `act-attention demo` (one seed of each network)
-or `act-attention results` (rates chosen on validation scenes, seeds 0-9, the results table).
+2,000 fresh scenes with 4 and with 6 objects. Run: `act-lab attention demo` (one seed of each network)
+or `act-lab attention results` (rates chosen on validation scenes, seeds 0-9, the results table).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ EVAL_SCENES = 2_000
 VALIDATION_SEED = 10_001
 TEST_SEED = 20_002
 
-# Adam rates the reference page chose on validation scenes; `act-attention results` chooses its own.
+# Adam rates the reference page chose on validation scenes; `act-lab attention results` chooses its own.
 PAGE_RATES = {
     "find/lookup": 0.01, "find/plain-16": 0.003, "find/plain-256": 0.003,
     "nearest/lookup": 0.001, "nearest/transformer-1": 0.01, "nearest/transformer-2": 0.001,

@@ -22,8 +22,8 @@ Nothing changes for nodes on another RMW (RMW_IMPLEMENTATION=rmw_cyclonedds_cpp 
 
 The environment also carries glibc malloc tunables. rclpy and Fast DDS allocate a fresh buffer for each copy
 of a frame; glibc serves blocks that large with mmap and unmaps them on free, so every copy page-faults its
-way through new memory: rclpy's conversion and serialization of a 720x1280 Image took 8 ms each way instead
-of 0.7 (bench/bench_transport.py, stage costs). Keeping such blocks on the heap (mmap threshold 32 MiB) and
+way through new memory (what it costs a 720x1280 Image: bench/bench_transport.py's stage costs,
+docs/measured_defaults.md). Keeping such blocks on the heap (mmap threshold 32 MiB) and
 not returning freed heap below 128 MiB to the system turns them into reused, already-mapped memory, at the
 price of each node keeping that much freed memory. glibc reads GLIBC_TUNABLES when a process starts; other C
 libraries ignore it.

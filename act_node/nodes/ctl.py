@@ -208,8 +208,7 @@ def run_verb(args: argparse.Namespace) -> int:
     """Do the verb; print what came back; the exit code."""
     from std_msgs.msg import String
 
-    from act_node.bags import topic_names
-    from act_node.nodes.messages import LATCHED, TARGETS, point_message
+    from act_node.nodes.messages import LATCHED, TARGETS, point_message, topic_names
 
     rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
     node = Node("act_ctl", namespace=_name(args.namespace, "").rstrip("/") or "/")

@@ -215,18 +215,11 @@ def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict
     return nodes
 
 
-def describe_config(config: GraphConfig, namespace: str = "") -> list[NodeSpec]:
-    """The sim graph for this config, in `namespace`."""
-    return _placed(_nodes(config), namespace)
-
-
 def policy_threads(config: GraphConfig) -> int:
     """The sim graph's policy node's torch threads: `threads:=` where given; under clock:=realtime, else, one a core
     less than this process may run on, so that the sim and its cameras keep a core while the policy thinks (the
-    wall clock waits for nobody). On 2 cores a camera ACT under realtime answered 111-208 times in 600 ticks with
-    torch's default (a thread a core) and 260-303 with one thread, at the same realtime factor
-    (`bench/bench_ros.py --only realtime --checkpoint DIR`, results/act_cameras). Lockstep keeps torch's default:
-    there the sim waits while the policy thinks."""
+    wall clock waits for nobody; how many answers that buys: docs/measured_defaults.md). Lockstep keeps torch's
+    default: there the sim waits while the policy thinks."""
     if config.threads or config.clock != "realtime":
         return config.threads
     return max(1, len(os.sched_getaffinity(0)) - 1)
@@ -268,15 +261,15 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
         if not set(YAW_READER_CAMERAS) <= set(config.cameras):
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
-                             f"{','.join(YAW_READER_CAMERAS)} (act_node.vision.yaw); the graph has cameras "
+                             f"{','.join(YAW_READER_CAMERAS)} (act_node.perception.yaw); the graph has cameras "
                              f"{','.join(config.cameras)}: give cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
             # every_n under both clocks: answering the newest observation whenever free (latest) re-plans every few
-            # ticks under clock:=realtime, and a checkpoint run in chunks then misses everything (0/20 of seeds
-            # 2000-2019 for models/act_target_tool_yaw in chunks of 30, 12/20 in lockstep: results/act_yaw). An
-            # ensembling checkpoint (the shipped one) resolves replan_every to 1: an answer every tick
+            # ticks under clock:=realtime, and a checkpoint run in chunks then misses its grasps
+            # (docs/measured_defaults.md). An ensembling checkpoint (the shipped one) resolves replan_every to 1:
+            # an answer every tick
             "threads": policy_threads(config), "infer": "every_n", "frame_max_age": 0.0})
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",

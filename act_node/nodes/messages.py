@@ -92,8 +92,8 @@ def header(stamp_s: float, frame: str) -> Header:
 
 # --- images --------------------------------------------------------------------------------------------
 # A raw subscription (create_subscription(..., raw=True)) hands a callback the serialized message, and a
-# publisher takes one as bytes: that skips rclpy's conversion of Image.data, two copies each way (at 480x640
-# 1.2 ms each way in a plain process, 0.2 ms with act_node.dds's malloc tunables; bench/bench_transport.py).
+# publisher takes one as bytes: that skips rclpy's conversion of Image.data, two copies each way (what they
+# cost: bench/bench_transport.py, docs/measured_defaults.md).
 # The serialized form is CDR: a 4-byte encapsulation header (representation id, options), then the fields
 # in order, each aligned to its size from the header's end.
 CDR_LE, CDR_BE, PLAIN_CDR2_LE, PLAIN_CDR2_BE = 1, 0, 7, 6  # representation ids; Image is a final type
@@ -126,7 +126,7 @@ def image_message(image: np.ndarray, stamp_s: float, frame: str) -> Image:
     data = array.array("B")
     data.frombytes(pixels)  # array("B", bytes) would walk the bytes one by one
     # check_fields=True makes the data setter keep an array("B") as it is; without it (rclpy's default) the
-    # setter rebuilds the array element by element: 0.65 ms for a 480x640 frame
+    # setter rebuilds the array element by element (docs/measured_defaults.md)
     message = Image(check_fields=True, header=header(stamp_s, frame), height=height, width=width,
                     encoding="rgb8", is_bigendian=0, step=width * 3)
     message.data = data
@@ -301,8 +301,8 @@ def chunk_message(actions_rad: np.ndarray, stamp_s: float, fps: float,
 
 
 # A chunk as CDR bytes, for publisher.publish(bytes) and raw subscriptions: rclpy builds and converts a
-# 100-point JointTrajectory point by point in Python (build 0.9 ms, serialize 0.2, deserialize 0.8 on these
-# cores), struct does both ends in about 0.1 ms (bench/bench_ros.py). Plain CDR (XCDR1): doubles aligned to 8,
+# 100-point JointTrajectory point by point in Python, struct does both ends at once (the costs: bench/bench_ros.py,
+# docs/measured_defaults.md). Plain CDR (XCDR1): doubles aligned to 8,
 # everything else to its size, from the encapsulation header's end; an empty sequence has no padding.
 _POINT_TAIL = struct.Struct("<IIIiI")  # empty velocities, accelerations, effort; time_from_start sec, nanosec
 
@@ -537,3 +537,13 @@ def target_point(message: PointStamped) -> tuple[float, np.ndarray]:
     if not np.all(np.isfinite(xy)):
         raise MessageError(f"target point has NaN or inf: {xy.tolist()}")
     return seconds_of(message.header.stamp), xy
+
+
+def topic_names(namespace: str, cameras: tuple[str, ...]) -> dict[str, str]:
+    """{what: topic} under `namespace` ("" or "/ns"): what a bag of the graph holds for a dataset (act-sim
+    bag2dataset reads them, act-sim ctl bag records them)."""
+    prefix = namespace.rstrip("/")
+    names = {"command": "act/joint_command", "joints": "joint_states", "target": "target/point",
+             "start": "episode/start", "result": "episode/result",
+             **{f"camera:{camera}": f"camera/{camera}/image_raw" for camera in cameras}}
+    return {what: f"{prefix}/{topic}" for what, topic in names.items()}

@@ -146,7 +146,7 @@ class PolicyNode(Node):
         # are then checked per message
         self.trained = readable_checkpoint_cameras(checkpoint)
         # a checkpoint in the target_tool_yaw layout reads the requested object's yaw from the yaw reader's cameras
-        # (act_node.vision.yaw) at each run's first observation, whether or not it takes images itself: the node
+        # (act_node.perception.yaw) at each run's first observation, whether or not it takes images itself: the node
         # subscribes to the checkpoint's cameras and the reader's, and feeds the ACT only its own
         self.reads_yaw = checkpoint_layout(checkpoint) == "target_tool_yaw"
         self.yaw_reader = None  # loaded on the inference thread, beside the policy
@@ -162,12 +162,12 @@ class PolicyNode(Node):
         else:
             self.act_cameras = list(self.cameras)
         if self.reads_yaw:
-            from act_node.vision.yaw import READER_CAMERAS
+            from act_node.perception.yaw import READER_CAMERAS
 
             missing = [c for c in READER_CAMERAS if c not in self.cameras]
             if missing:
                 raise ValueError(f"checkpoint {checkpoint} reads the requested object's yaw from cameras "
-                                 f"{list(READER_CAMERAS)} (act_node.vision.yaw); parameter 'cameras' is "
+                                 f"{list(READER_CAMERAS)} (act_node.perception.yaw); parameter 'cameras' is "
                                  f"{self.cameras}, without {missing}")
             self.reader_cameras = list(READER_CAMERAS)
             self.get_logger().info(f"the yaw reader reads cameras {self.reader_cameras} at each run's first "
@@ -264,7 +264,7 @@ class PolicyNode(Node):
                            state_dim=len(self.joint_names))
         policy = ChunkPolicy.load(checkpoint, device=device, expect=spec)
         if self.reads_yaw:
-            from act_node.vision.yaw import YawReader
+            from act_node.perception.yaw import YawReader
 
             self.yaw_reader = YawReader.load()
         return policy
@@ -290,7 +290,7 @@ class PolicyNode(Node):
 
     def _say_frame_size(self, camera: str, size: tuple[int, int]) -> None:
         """Once per camera (and again should its size change): what size its frames come at and what they become."""
-        from act_node.vision.yaw import READER_IMAGE_SIZE
+        from act_node.perception.yaw import READER_IMAGE_SIZE
 
         self.frame_sizes[camera] = size
         sizes = []
@@ -455,8 +455,8 @@ class PolicyNode(Node):
         """The inference thread: load the checkpoint, then answer until the node goes.
 
         Every torch call of the node happens on this thread. With torch's OpenMP pool already started by
-        another thread (the main thread loading the checkpoint), the same ACT forward took 1.7x as long
-        here on 2 cores (44 against 26 ms): libgomp's workers for the second thread stop spinning between
+        another thread (the main thread loading the checkpoint), the same ACT forward takes longer
+        (docs/measured_defaults.md): libgomp's workers for the second thread stop spinning between
         parallel regions once it manages more threads than there are cores."""
         try:
             if threads:

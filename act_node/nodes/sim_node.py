@@ -69,7 +69,8 @@ from act_node.nodes.parameters import Spec, declare, declare_all, from_config, r
 from act_node.nodes.runner import run
 from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter, result_path
 from act_node.tabletop.objects import KINDS
-from act_node.tabletop.video import caption, side_by_side
+from act_node.tabletop.outcomes import MODE_TITLES
+from act_node.tabletop.video import Shot
 
 # what `ros2 param set` changes while the sim runs: the executor reads these at every tick
 CHANGEABLE = ("merge", "ensemble_coeff", "max_velocity", "stale_after_s")
@@ -90,6 +91,13 @@ class SimCounts:
     episodes_done: int = 0
     successes: int = 0
     lockstep_timeouts: int = 0  # ticks held because no action came within lockstep_timeout_s
+
+
+def film_outcome(result: EpisodeResult) -> str:
+    """The line under an episode film's last frame: the task and how it ended."""
+    ended = "succeeded" if result.success else "failed"
+    why = f": {MODE_TITLES.get(result.outcome, result.outcome)}," if result.outcome and not result.success else ""
+    return f"episode {result.episode} (seed {result.seed}): {result.task}  {ended}{why} after {result.steps} steps"
 
 
 class SimNode(Node):
@@ -293,7 +301,7 @@ class SimNode(Node):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(result.to_json() + "\n")
             if self.videos is not None:
-                self.videos.submit(self.frames, path.with_suffix(".mp4"))
+                self.videos.submit(self.frames, path.with_suffix(".mp4"), film_outcome(result))
         self.frames = []
         if self.sim.finished:
             self.log.info("all episodes done")
@@ -500,7 +508,7 @@ class SimNode(Node):
         self.joint_pub.publish(joint_state_message(positions, velocities, stamp))
         if record and self.filming:
             start = self.sim.start
-            self.frames.append(caption(side_by_side(images), f"episode {start.episode}: {start.task}  t {stamp:.2f} s"))
+            self.frames.append(Shot(images, f"episode {start.episode}: {start.task}  t {stamp:.2f} s"))
 
     def destroy_node(self) -> None:
         with self.lock:  # a callback on another thread finishes its tick first

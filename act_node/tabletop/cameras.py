@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 
 NEAR_M, FAR_M = 0.01, 3.0
 # "auto" draws with EGL from this many pixels a frame up, with TinyRenderer below. TinyRenderer's time grows
-# with the pixels; EGL on Mesa's llvmpipe costs about 10 ms a frame at any size, then grows slowly. Measured
-# here per frame (bench/bench_render.py), tiny / egl: 96x128 4.5 / 10.0 ms, 144x192 9.6 / 10.5, 168x224 13.2 /
-# 12.0, 240x320 26.6 / 12.6, 480x640 109 / 25. On a GPU's EGL driver the crossover is likely lower (not measured).
+# with the pixels; EGL on Mesa's llvmpipe costs a roughly fixed time a frame that grows slowly: where the two
+# cross (bench/bench_render.py; docs/measured_defaults.md). On a GPU's EGL driver the crossover is likely lower.
 EGL_FROM_PIXELS = 32_000
 
 

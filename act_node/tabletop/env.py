@@ -9,7 +9,7 @@ Observation:
                      environment_layout "target_tool" (13,): then the tool centre point minus the target in x, y
                      and the tool's height, by the URDF's forward kinematics from the joints; with
                      "target_tool_yaw" (15,): then the requested object's (cos k*yaw, sin k*yaw), read at reset
-                     by the yaw reader (act_node.vision.yaw) from the front and wrist cameras drawn at 96x128 with
+                     by the yaw reader (act_node.perception.yaw) from the front and wrist cameras drawn at 96x128 with
                      TinyRenderer (its own draw, whatever the env's cameras are)
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
@@ -52,7 +52,7 @@ class PickObjectEnv(gym.Env):
         names = environment_state_names(environment_layout)  # ValueError naming the layouts for an unknown one
         if environment_layout == "target_tool_yaw" and yaw_reader is None:  # before any pybullet client exists
             raise ValueError("environment_layout 'target_tool_yaw' reads the requested object's yaw from the "
-                             "cameras: give yaw_reader= (act_node.vision.yaw.YawReader.load(), or build the env "
+                             "cameras: give yaw_reader= (act_node.perception.yaw.YawReader.load(), or build the env "
                              "with act_node.envs.make_env, which does)")
         self.environment_layout = environment_layout
         self.object_count = objects
@@ -65,7 +65,7 @@ class PickObjectEnv(gym.Env):
         self.render_mode = render_mode
         self.selector = None if target_source == "truth" else (selector or Selector.load())
         self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
-        if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.vision.yaw)
+        if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.perception.yaw)
             self.yaw_reader = yaw_reader
             self.yaw_rig = CameraRig(self.table.world, self.table.robot,
                                      camera_specs(YAW_READER_CAMERAS, *YAW_READER_IMAGE_SIZE))

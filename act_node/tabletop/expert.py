@@ -40,7 +40,7 @@ class ScriptedExpert:
     def replan(self, observation: dict) -> None:
         """Plan again from the joints now and the requested object where it stands now (privileged: the
         observation's target is where it stood at reset, and a missed grasp may have moved it): the
-        second attempt of act_node.takeover."""
+        second attempt of act_lab.takeover."""
         objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
                    for o in self.env.table.task.object_states()]
         target_xy = self.env.table.task.target_pose()[0][:2]

@@ -2,7 +2,7 @@
 
 Knots every `knot_ticks` control ticks, each zero with `zero_share` (the arm goes back to the plan there) or
 normal with the given standard deviations per joint (degrees; the gripper in its 0-100 units), linear in between.
-The encoder's frames (act_node.vision.frames) use them to show the cameras off-plan views; `act-sim record
+The encoder's frames (act_lab.vision.frames) use them to show the cameras off-plan views; `act-lab record
 --action-noise` uses them for demonstrations that show recoveries: the offsets are added to the actions the
 arm executes while the dataset keeps the expert's clean action, so the frames after a push pair a state off the
 plan with the action that leads back to it (DART, Laskey et al. 2017). The plan's actions are joint targets
@@ -18,7 +18,7 @@ import numpy as np
 KNOT_TICKS = 15
 ZERO_KNOT_SHARE = 0.4
 # per joint: shoulder_pan, shoulder_lift, elbow_flex, wrist_flex, wrist_roll (degrees), gripper (0-100)
-RECOVERY_STD = np.array([4.0, 3.0, 3.0, 4.0, 12.0, 0.0])  # act-sim record --action-noise 1: the gripper as planned
+RECOVERY_STD = np.array([4.0, 3.0, 3.0, 4.0, 12.0, 0.0])  # act-lab record --action-noise 1: the gripper as planned
 
 
 def smooth_offsets(rng: np.random.Generator, ticks: int, std: np.ndarray, knot_ticks: int = KNOT_TICKS,

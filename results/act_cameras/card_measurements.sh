@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements issue 20's card asks of the camera recipe's checkpoint, once `act-sim recipe --out RUN` has
+# The measurements issue 20's card asks of the camera recipe's checkpoint, once `act-lab recipe --out RUN` has
 # finished (its act/average/pretrained_model exists; its own eval is 2000-2199, 4 objects, in RUN/eval). Each
 # in-process evaluation resumes from its finished episodes (act-sim eval --resume), so after a stop run it again.
 #
@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN=${1:-outputs/recipe_cam}
 MODEL=$RUN/act/average/pretrained_model
-[[ -f $MODEL/config.json ]] || { echo "no $MODEL: run act-sim recipe --out $RUN to its end first" >&2; exit 2; }
+[[ -f $MODEL/config.json ]] || { echo "no $MODEL: run act-lab recipe --out $RUN to its end first" >&2; exit 2; }
 LAST=$(ls -d "$RUN"/act/checkpoints/0*/ | tail -1)pretrained_model
 OUT=$RUN/card
 SIM=.venv/bin/act-sim

@@ -3,9 +3,9 @@
 aggregate_datasets into outputs/big/data, act-sim record's own metadata (the renderer, each episode's seed and
 push scale) written for the merged order, and the raw maps linked in that order for the cache stage.
 
-    .venv/bin/python results/act_cameras/merge_600.py          # 11 s here; then act_node.vision.cache
+    .venv/bin/python results/act_cameras/merge_600.py          # 11 s here; then act_lab.vision.cache
 
-`act-sim recipe --more-episodes 240`, with the first run's flags (README.md), records the same three parts into one
+`act-lab recipe --more-episodes 240`, with the first run's flags (README.md), records the same three parts into one
 dataset instead.
 """
 import os

@@ -12,11 +12,11 @@ PY=${PY:-python3}; DEV=${DEV:-cuda}; export OMP_NUM_THREADS=${OMP_NUM_THREADS:-3
 [ -n "${SKIP_PIP:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi -L 2>/dev/null
-$PY -c "import torch, act_node.vision.act_train as t, lerobot.policies.act.modeling_act; print('imports ok', torch.__version__, torch.cuda.is_available())" || exit 1
+$PY -c "import torch, act_lab.vision.act_train as t, lerobot.policies.act.modeling_act; print('imports ok', torch.__version__, torch.cuda.is_available())" || exit 1
 mkdir -p /tmp/runs
 go() { # name dataset batch [extra...]
   local name=$1 data=$2 batch=$3; shift 3
-  timeout --signal=INT "$BUDGET" $PY -m act_node.vision.act_train --device $DEV --no-cameras \
+  timeout --signal=INT "$BUDGET" $PY -m act_lab.vision.act_train --device $DEV --no-cameras \
     --dataset "$data" --cache /tmp/none --backbone /tmp/none --out /tmp/runs/$name --steps 400000 \
     --batch-size "$batch" --save-every "$SAVE" "$@" > "$OUT/$name.log" 2>&1 &
 }
@@ -29,7 +29,7 @@ wait
 $PY - <<'PY'
 import os, tarfile
 from pathlib import Path
-from act_node.vision.act_train import average_checkpoints
+from act_lab.vision.act_train import average_checkpoints
 out = Path(os.environ["OUT"])
 for run in sorted(Path("/tmp/runs").iterdir()):
     saved = sorted(p for p in (run / "checkpoints").glob("[0-9]" * 6) if (p / "pretrained_model" / "model.safetensors").is_file())

@@ -5,7 +5,7 @@ joints cannot tell that state from its own good grasp. LeRobot's lerobot-edit-da
 each recording (an aggregated dataset does not edit: it looks for a meta/episodes file aggregate_datasets never
 wrote), then merge.py's sources are merged again, the seed file and the raw maps written for the new order.
 
-    .venv/bin/python results/act_second_attempts/clear_misses.py     # then act_node.vision.cache
+    .venv/bin/python results/act_second_attempts/clear_misses.py     # then act_lab.vision.cache
 """
 import os
 import subprocess

@@ -6,7 +6,7 @@ meta/episodes file it never wrote) and 240 second attempts recorded in two proce
 outputs/dagger/merged, act-sim record's own metadata (the renderer, each episode's seed, push scale and
 takeover) written for the merged order, and the raw maps linked in that order for the cache stage.
 
-    .venv/bin/python results/act_second_attempts/merge.py        # then act_node.vision.cache
+    .venv/bin/python results/act_second_attempts/merge.py        # then act_lab.vision.cache
 """
 import os
 from pathlib import Path

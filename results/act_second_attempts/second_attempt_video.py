@@ -1,5 +1,5 @@
 """A second attempt on film: the checkpoint acts from reset, misses the grasp, and the expert takes over from
-there (act_node.takeover, as `act-sim record --takeover-from` records it). A second strip under each frame says who
+there (act_lab.takeover, as `act-lab record --takeover-from` records it). A second strip under each frame says who
 acts; the recording keeps only the expert's frames.
 
     .venv/bin/python results/act_second_attempts/second_attempt_video.py CHECKPOINT SEED OUT.mp4
@@ -7,11 +7,11 @@ acts; the recording keeps only the expert's frames.
 import sys
 from pathlib import Path
 
+from act_lab.takeover import Takeover
 from act_node.episodes import run_episode
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 from act_node.tabletop.video import caption, write_video
-from act_node.takeover import Takeover
 
 checkpoint, seed, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 env = PickObjectEnv(objects=4, cameras=("front", "wrist"), image_size=(240, 320))

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from act_lab.vision.yaw import yaw_error_deg
+from act_node.perception.yaw import YawReader, kind_turns, symmetric_yaw
 from act_node.tabletop.env import PickObjectEnv
-from act_node.vision.yaw import YawReader, kind_turns, symmetric_yaw, yaw_error_deg
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--first-seed", type=int, default=2100)

@@ -1,7 +1,7 @@
 """Second attempts: a policy acts, and where it misses, the expert takes over from where the arm stands.
 
 The expert's demonstrations are made from reset: none of them shows what to do after a missed grasp, and the
-policy's failures are missed grasps followed by hovering (results/act_cameras). `act-sim record --takeover-from
+policy's failures are missed grasps followed by hovering (results/act_cameras). `act-lab record --takeover-from
 CHECKPOINT` records the states the policy itself reaches, the way HG-DAgger does (Kelly et al. 2019): the
 checkpoint acts from reset, as `act-sim eval` runs it; at the first sign that it has gone wrong the expert
 takes over, plans again from the joints and the objects as they stand then, and acts to the end. Only the

@@ -5,7 +5,7 @@ the same at every step, so ACT trains on the maps computed here (512 x 3 x 4 a c
 running ResNet-18 forward for every sample. What the policy reads at run time is the same: the checkpoint
 keeps the backbone and LeRobot runs it on the camera images.
 
-    python -m act_node.vision.cache --dataset outputs/recipe/data \
+    python -m act_lab.vision.cache --dataset outputs/recipe/data \
         --backbone outputs/recipe/encoder/backbone.safetensors --out outputs/recipe/cache
 
 Layout of OUT: maps_<camera>.npy (N, 512, h, w) float16 in dataset-index order; cache.json says which dataset
@@ -17,7 +17,7 @@ Where the maps come from. The videos are AV1 at crf 30: a decoded frame is not t
 and its maps are not the maps of what the policy sees at run time (raw renders, through the sim node or the
 evaluator). Measured on the recipe's data: the same frame's layer4 maps differ by 8% (front) and 16% (wrist)
 in relative norm between the raw render and its decoded video frame, against 11% between the front camera's
-frames 0 and 30 of one episode. So `act-sim record --raw-maps DIR` runs the backbone on the raw renders while
+frames 0 and 30 of one episode. So `act-lab record --raw-maps DIR` runs the backbone on the raw renders while
 it records (RawMaps: one DIR/episode_NNNNNN.npz a saved episode) and this stage, given that DIR, assembles
 those; without it, it decodes the videos (PyAV, what LeRobot's pyav backend decodes) and says so in
 cache.json ("source").
@@ -26,7 +26,6 @@ cache.json ("source").
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -36,6 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm import tqdm
+
+from act_node.checkpoints import file_sha256
+from act_node.perception.backbone import act_backbone, images_to_tensor
 
 BLOCK = 2048  # frames a saved block of maps holds
 BATCH = 128  # images a backbone forward takes
@@ -111,11 +113,6 @@ def decode_camera(root: Path, key: str, repo_id: str = "local/dataset", progress
     return out
 
 
-def images_to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 (N, H, W, 3) -> float32 (N, 3, H, W) in [0, 1], as LeRobot's dataset hands images to a policy."""
-    return torch.from_numpy(images).permute(0, 3, 1, 2).to(torch.float32).div_(255.0)
-
-
 @torch.no_grad()
 def backbone_maps(backbone: torch.nn.Module, images: np.ndarray, batch: int = BATCH) -> np.ndarray:
     """layer4 maps (N, 512, h, w) float16 of uint8 images (N, H, W, 3) through ACT's backbone."""
@@ -124,28 +121,6 @@ def backbone_maps(backbone: torch.nn.Module, images: np.ndarray, batch: int = BA
     for start in range(0, len(images), batch):
         out.append(backbone(images_to_tensor(images[start:start + batch]))["feature_map"].to(torch.float16).numpy())
     return np.concatenate(out)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def act_backbone(backbone_path: Path) -> torch.nn.Module:
-    """ACT's backbone (lerobot's own construction: resnet18 layer4, FrozenBatchNorm2d) holding the weights at
-    `backbone_path` (vision.export's format)."""
-    from act_node.vision.export import load_backbone, one_camera_act
-
-    dilation = False
-    description = Path(backbone_path).with_suffix(".json")
-    if description.is_file():
-        dilation = bool(json.loads(description.read_text()).get("replace_final_stride_with_dilation", False))
-    policy = one_camera_act(dilation)
-    load_backbone(policy, backbone_path)
-    return policy.model.backbone.eval()
 
 
 class RawMaps:
@@ -312,7 +287,7 @@ def load_maps(out: Path, cameras: list[str]) -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m act_node.vision.cache", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m act_lab.vision.cache", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True, help="LeRobotDataset root with the camera videos")
     parser.add_argument("--backbone", required=True, help="backbone.safetensors of the encoder stage")
     parser.add_argument("--out", required=True)
@@ -323,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
         content = cache_maps(Path(args.dataset), Path(args.backbone), Path(args.out),
                              raw_maps=Path(args.raw_maps) if args.raw_maps else None)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"python -m act_node.vision.cache: {error}") from None
+        raise SystemExit(f"python -m act_lab.vision.cache: {error}") from None
     print(json.dumps(content, indent=1))
 
 

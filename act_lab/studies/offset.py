@@ -7,10 +7,10 @@ kinematics) that it must learn from a few hundred episodes. This script adds tha
 observation.environment_state, three numbers a frame: the tool centre point minus the target in x and y, and its
 height above the table (act_node.description.ArmChain, the URDF's own chain, as RViz draws it).
 
-    python results/act_offset/offset.py dataset SRC DST      # SRC's frames with the 13-number environment state
-    python results/act_offset/offset.py eval CHECKPOINT OUT --first-seed 2100 --episodes 300
-    python results/act_offset/offset.py yaw SRC13 DST15      # and the yaw oracle: two more numbers an episode
-    python results/act_offset/offset.py eval CHECKPOINT OUT --yaw --first-seed 2100 --episodes 300
+    python -m act_lab.studies.offset dataset SRC DST      # SRC's frames with the 13-number environment state
+    python -m act_lab.studies.offset eval CHECKPOINT OUT --first-seed 2100 --episodes 300
+    python -m act_lab.studies.offset yaw SRC13 DST15      # and the yaw oracle: two more numbers an episode
+    python -m act_lab.studies.offset eval CHECKPOINT OUT --yaw --first-seed 2100 --episodes 300
 
 The yaw oracle is privileged: the requested object's yaw at reset, read from the simulator (the scene remade from
 each episode's seed), as cos(n yaw), sin(n yaw) for an object that n closing directions take alike (a pen 2, a

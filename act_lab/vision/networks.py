@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 from torchvision.models._utils import IntermediateLayerGetter
 
-from act_node.vision.labels import KIND_NAMES, YAW_TURNS
+from act_lab.vision.labels import KIND_NAMES, YAW_TURNS
 
 KINDS = len(KIND_NAMES)
 GRID_OUTPUTS = 5  # cell logit, centre (2), yaw (2)

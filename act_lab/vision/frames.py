@@ -11,7 +11,7 @@ validation shards VAL_SEED_BASE + i * SEEDS_PER_SHARD on: disjoint from the eval
 2000-2399) and the recordings' (10000 on). A shard holds FRAMES_PER_SHARD frames (the last episode cut there)
 and is written atomically (a .partial file renamed), so a stopped generation resumes at the first shard missing.
 
-    python -m act_node.vision.frames --out outputs/recipe/encoder/frames --frames 2000   # or through encoder.py
+    python -m act_lab.vision.frames --out outputs/recipe/encoder/frames --frames 2000   # or through encoder.py
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from act_lab.vision.labels import KIND_NAMES, ImageLabels, image_labels, render_views
 from act_node import so101
 from act_node.tabletop.perturb import KNOT_TICKS, ZERO_KNOT_SHARE, smooth_offsets
-from act_node.vision.labels import KIND_NAMES, ImageLabels, image_labels, render_views
 
 CAMERAS = ("front", "wrist")
 IMAGE_SIZE = (96, 128)  # the recipe's (act_node.config.TRAIN_IMAGE_SIZE)

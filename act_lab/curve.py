@@ -1,4 +1,4 @@
-"""`act-sim curve`: a learning curve. Every checkpoint a lerobot-train run saved (output_dir/checkpoints/NNNNNN)
+"""`act-lab curve`: a learning curve. Every checkpoint a lerobot-train run saved (output_dir/checkpoints/NNNNNN)
 is evaluated on the same unseen seeds; the success rate with its 95% (Wilson) interval goes to curve.json
 and curve.png, one line per run, so a recipe and its ablation (say, without the target) share a plot.
 """
@@ -25,7 +25,7 @@ def checkpoints(run: Path) -> list[tuple[int, Path]]:
 
 
 def batch_size(model: Path) -> int | None:
-    """The batch a checkpoint was trained at: act_node.vision.act_train's act_node_training.json or lerobot-train's
+    """The batch a checkpoint was trained at: act_lab.vision.act_train's act_node_training.json or lerobot-train's
     train_config.json in its pretrained_model folder; None when neither says."""
     for name in ("act_node_training.json", "train_config.json"):
         path = Path(model) / name

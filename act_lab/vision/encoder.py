@@ -1,6 +1,6 @@
 """The recipe's first stage as one command: the vision encoder, pretrained on this table-top, as ACT's backbone.
 
-    python -m act_node.vision.encoder --out outputs/recipe/encoder [--frames N] [--epochs N] [--resume]
+    python -m act_lab.vision.encoder --out outputs/recipe/encoder [--frames N] [--epochs N] [--resume]
 
 It does what is missing, in order, and says what it skipped:
   1. frames     OUT/frames/{train,val}_NNNN.npz: labelled images (frames.py), resumable shard by shard
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import torch
 
-from act_node.vision.export import write_backbone
-from act_node.vision.frames import CAMERAS, FRAMES_PER_SHARD, IMAGE_SIZE, generate, load_images, shard_specs
-from act_node.vision.networks import Encoder
-from act_node.vision.train import Trainer, TrainSettings, baseline
+from act_lab.vision.export import write_backbone
+from act_lab.vision.frames import CAMERAS, FRAMES_PER_SHARD, IMAGE_SIZE, generate, load_images, shard_specs
+from act_lab.vision.networks import Encoder
+from act_lab.vision.train import Trainer, TrainSettings, baseline
 
 DEFAULT_FRAMES = 16_000
 DEFAULT_EPOCHS = 3
@@ -71,14 +71,14 @@ def run(args: argparse.Namespace) -> Path:
     if pinned.is_file():
         differences = _differences(json.loads(pinned.read_text()), settings)
         if differences:
-            raise SystemExit(f"act_node.vision.encoder: {out} holds a run with other settings ("
+            raise SystemExit(f"act_lab.vision.encoder: {out} holds a run with other settings ("
                              f"{'; '.join(differences)}): use another --out, or the same settings")
     if backbone.is_file() and backbone.with_suffix(".json").is_file():
         print(f"nothing to do: {backbone} is trained and exported ({backbone.with_suffix('.json')} says how); "
               f"delete {out} to train again")
         return backbone
     if args.resume and not (out / "checkpoints" / "last.pt").is_file():
-        raise SystemExit(f"act_node.vision.encoder: --resume: nothing to resume in {out} (no checkpoints/last.pt)")
+        raise SystemExit(f"act_lab.vision.encoder: --resume: nothing to resume in {out} (no checkpoints/last.pt)")
     out.mkdir(parents=True, exist_ok=True)
     _write_json(pinned, settings)
     torch.set_num_threads(args.threads)
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> Path:
     about = {"trained_on": {"frames": settings["frames"], "images": len(train_set), "cameras": list(CAMERAS),
                             "image_size": list(IMAGE_SIZE), "renderer": "tiny",
                             "train_seeds_from": train_specs[0].first_seed, "val_seeds_from": val_specs[0].first_seed,
-                            "val_frames": settings["val_frames"], "labels": "act_node/vision/labels.py",
-                            "generator": "act_node/vision/frames.py"},
+                            "val_frames": settings["val_frames"], "labels": "act_lab/vision/labels.py",
+                            "generator": "act_lab/vision/frames.py"},
              "training": settings["train"], "timings": timings, "first_epoch": epochs[0] if epochs else None,
              "last_epoch": epochs[-1] if epochs else None,
              "baseline": json.loads(baseline_path.read_text()) if baseline_path.is_file() else None}

@@ -1,8 +1,8 @@
-"""`act-sim recipe --out DIR`: an ACT from an empty folder, every stage resumable. Two kinds:
+"""`act-lab recipe --out DIR`: an ACT from an empty folder, every stage resumable. Two kinds:
 
-    act-sim recipe --out outputs/recipe            # the camera ACT; run it again after a stop: it goes on
-    act-sim recipe --out outputs/recipe --encoder models/tabletop_encoder   # the shipped encoder: no stage 1
-    act-sim recipe --kind yaw --out outputs/yaw    # the shipped default's recipe (models/act_target_tool_yaw)
+    act-lab recipe --out outputs/recipe            # the camera ACT; run it again after a stop: it goes on
+    act-lab recipe --out outputs/recipe --encoder models/tabletop_encoder   # the shipped encoder: no stage 1
+    act-lab recipe --kind yaw --out outputs/yaw    # the shipped default's recipe (models/act_target_tool_yaw)
 
 --kind yaw makes what `policy:=act` runs: ACT without image tokens on the joints and environment_state's
 target_tool_yaw layout, the requested object's yaw read from the front and wrist cameras by models/yaw_reader
@@ -16,20 +16,20 @@ are to show it); KIND_DEFAULTS says where its numbers come from.
 
 Stages, each a command of its own (printed before it runs, so any one can be run by hand), each skipped when
 its result is there and continued when it is half done:
-  encoder   DIR/encoder    python -m act_node.vision.encoder: ACT's ResNet-18 pretrained on the simulator's labels
+  encoder   DIR/encoder    python -m act_lab.vision.encoder: ACT's ResNet-18 pretrained on the simulator's labels
                            (skipped with --encoder: that folder's backbone.safetensors is used)
   record    DIR/data       act-sim record: expert demonstrations with the front and wrist cameras at 96x128,
             DIR/raw_maps   --episodes clean, then --recovery-episodes pushed off the plan on the way to the
                            object (--action-noise: recoveries), then --more-episodes clean ones again (default 0:
                            240 more measured no gain), continued with --resume until it holds them all;
                            --raw-maps: the frozen backbone's maps of the raw renders, the frames the policy sees
-                           at run time (the videos are lossy: act_node.vision.cache says by how much)
-  cache     DIR/cache      python -m act_node.vision.cache: every frame's layer4 maps in dataset order
-  act       DIR/act        python -m act_node.vision.act_train: LeRobot ACT on the cached maps, a checkpoint every
+                           at run time (the videos are lossy: act_lab.vision.cache says by how much)
+  cache     DIR/cache      python -m act_lab.vision.cache: every frame's layer4 maps in dataset order
+  act       DIR/act        python -m act_lab.vision.act_train: LeRobot ACT on the cached maps, a checkpoint every
                            --save-every steps (DIR/act/checkpoints/NNNNNN/pretrained_model), and the mean of the
                            last 3 (DIR/act/average/pretrained_model: on the image-less run of the first run's data,
                            37/100 against 19/100 for the last alone)
-  curve     DIR/curve      act-sim curve: the checkpoints on unseen seeds (curve.json, curve.png)
+  curve     DIR/curve      act-lab curve: the checkpoints on unseen seeds (curve.json, curve.png)
   eval      DIR/eval       act-sim eval of the average on the cards' 200 unseen 4-object seeds (2000-2199):
                            report.json, success with its 95% interval, by kind
 DIR/recipe.json keeps each stage's wall time (summed over the runs that worked on it, written every minute while
@@ -119,7 +119,7 @@ def run_stage_command(command: list[str], env: dict, note_time, heartbeat_s: flo
                     note_time()
                 except OSError as error:
                     if not heartbeat_failed:
-                        print(f"act-sim recipe: cannot write the stage's time ({error}); the stage goes on",
+                        print(f"act-lab recipe: cannot write the stage's time ({error}); the stage goes on",
                               file=sys.stderr, flush=True)
                     heartbeat_failed = True
     finally:
@@ -143,7 +143,7 @@ def in_foreground() -> bool:
 @dataclass(frozen=True)
 class RecipeSettings:
     episodes: int = 240  # clean expert demonstrations
-    recovery_episodes: int = 120  # then these, pushed off the plan (act-sim record --action-noise)
+    recovery_episodes: int = 120  # then these, pushed off the plan (act-lab record --action-noise)
     # then these clean ones, after the pushed ones (recorded last, they leave the first 360 episodes and their
     # seeds as they were). 0 by default: success grew from 120 to 240 clean demonstrations (21.7% -> 32.3% on 300
     # seeds) but 240 more on top of the 360 brought nothing measurable (112/300 against 116/300 without images;
@@ -251,7 +251,8 @@ class Recipe:
     def command(self, stage: str) -> list[str] | None:
         """The stage's command, or None when its result is there."""
         s = self.settings
-        act_sim = [self.python, "-m", "act_node.cli"]
+        act_sim = [self.python, "-m", "act_node.cli"]  # the user's eval
+        lab = [self.python, "-m", "act_lab.cli"]  # record with raw maps and pushes, the curve
         if stage == "record":  # three runs into one dataset: clean episodes, the pushed ones, more clean ones
             have = self.recorded_episodes()
             self.check_data_layout()
@@ -267,24 +268,24 @@ class Recipe:
                           str(self.data), "--repo-id", "local/act_pick_cam", "--raw-maps", str(self.raw_maps),
                           "--backbone", str(self.backbone)]
             if not (self.data / "meta" / "info.json").is_file():
-                return [*act_sim, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
+                return [*lab, *common, "--episodes", str(s.episodes), "--first-seed", str(RECORD_SEED)]
             if have < s.episodes:
-                return [*act_sim, *common, "--resume", "--episodes", str(s.episodes - have)]
+                return [*lab, *common, "--resume", "--episodes", str(s.episodes - have)]
             if have < s.episodes + s.recovery_episodes:
-                return [*act_sim, *common, "--resume", "--episodes", str(s.episodes + s.recovery_episodes - have),
+                return [*lab, *common, "--resume", "--episodes", str(s.episodes + s.recovery_episodes - have),
                         "--action-noise", str(s.action_noise)]
-            return [*act_sim, *common, "--resume", "--episodes",
+            return [*lab, *common, "--resume", "--episodes",
                     str(s.episodes + s.recovery_episodes + s.more_episodes - have)]
         if stage == "encoder":
             if self.backbone.is_file() and self.backbone.with_suffix(".json").is_file():
                 return None
             if s.encoder:
                 raise FileNotFoundError(f"--encoder {s.encoder}: no backbone.safetensors and backbone.json there")
-            return [self.python, "-m", "act_node.vision.encoder", "--out", str(self.out / "encoder")]
+            return [self.python, "-m", "act_lab.vision.encoder", "--out", str(self.out / "encoder")]
         if stage == "cache":
             if self.cache_state() == "done":
                 return None
-            command = [self.python, "-m", "act_node.vision.cache", "--dataset", str(self.data), "--backbone",
+            command = [self.python, "-m", "act_lab.vision.cache", "--dataset", str(self.data), "--backbone",
                        str(self.backbone), "--out", str(self.out / "cache")]
             # a folder recorded before --raw-maps existed has none: its maps come from the videos
             return [*command, "--raw-maps", str(self.raw_maps)] if (self.raw_maps / "maps.json").is_file() else command
@@ -294,7 +295,7 @@ class Recipe:
             if (self.act_dir / "checkpoints" / f"{s.steps:06d}" / "pretrained_model" / "config.json").is_file() \
                     and (self.average / "config.json").is_file():
                 return None
-            command = [self.python, "-m", "act_node.vision.act_train", "--dataset", str(self.data)]
+            command = [self.python, "-m", "act_lab.vision.act_train", "--dataset", str(self.data)]
             if s.kind == "yaw":
                 command += ["--no-cameras"]
             else:
@@ -315,7 +316,7 @@ class Recipe:
                 done = json.loads(curve.read_text()).get("runs", {}).get(label, [])
                 if any(point.get("step") == s.steps for point in done):
                     return None
-            return [*act_sim, "curve", f"{label}={self.act_dir}", "--every", str(s.curve_every), "--episodes",
+            return [*lab, "curve", f"{label}={self.act_dir}", "--every", str(s.curve_every), "--episodes",
                     str(s.curve_episodes), "--first-seed", str(CURVE_SEED), "--workers", str(s.threads),
                     "--out", str(self.out / "curve")]
         if stage == "eval":
@@ -353,15 +354,15 @@ class Recipe:
             return
         feature = json.loads(info.read_text()).get("features", {}).get("observation.environment_state")
         if feature is None:
-            raise SystemExit(f"act-sim recipe: {self.data} holds no observation.environment_state; these settings "
+            raise SystemExit(f"act-lab recipe: {self.data} holds no observation.environment_state; these settings "
                              f"record {self.settings.environment_layout}: give another --out")
         there = environment_layout(int(feature["shape"][0]))
         for kind, layouts in KIND_LAYOUTS.items():
             if kind != self.settings.kind and there in layouts and there not in KIND_LAYOUTS[self.settings.kind]:
-                raise SystemExit(f"act-sim recipe: {self.data} holds environment_state layout {there}, the {kind} "
+                raise SystemExit(f"act-lab recipe: {self.data} holds environment_state layout {there}, the {kind} "
                                  f"recipe's data: --kind {kind}, or another --out")
         if there != self.settings.environment_layout:
-            raise SystemExit(f"act-sim recipe: {self.data} holds environment_state layout {there}; these settings "
+            raise SystemExit(f"act-lab recipe: {self.data} holds environment_state layout {there}; these settings "
                              f"record {self.settings.environment_layout}: give --environment-layout {there}, or "
                              "another --out")
 
@@ -376,7 +377,7 @@ class Recipe:
         now = json.loads(info.read_text())
         now = {"episodes": now.get("total_episodes"), "frames": now.get("total_frames")}
         if trained is not None and trained != now:
-            raise SystemExit(f"act-sim recipe: the ACT run in {self.act_dir} was trained on {trained['episodes']} "
+            raise SystemExit(f"act-lab recipe: the ACT run in {self.act_dir} was trained on {trained['episodes']} "
                              f"episodes ({trained['frames']} frames); {self.data} holds {now['episodes']} "
                              f"({now['frames']}) now: move {self.act_dir} aside to train on them")
 
@@ -401,7 +402,7 @@ class Recipe:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise SystemExit(f"act-sim recipe: another act-sim recipe is running in {self.out}; one at a time "
+                raise SystemExit(f"act-lab recipe: another act-lab recipe is running in {self.out}; one at a time "
                                  "a folder (both would train and write there)") from None
             return self._run(only)
 
@@ -409,7 +410,7 @@ class Recipe:
         state = self._state()
         there = state["settings"].get("kind", "cameras")  # a folder from before the kinds: the camera recipe
         if there != self.settings.kind and state["stages"]:
-            raise SystemExit(f"act-sim recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
+            raise SystemExit(f"act-lab recipe: {self.out} holds the {there} recipe's stages; the {self.settings.kind} "
                              "recipe goes in another --out")
         self.check_data_layout()  # before recipe.json is touched: a refused run leaves it as it was
         # a setting added since that folder's last run was its default then (the yaw kind always recorded its one
@@ -449,16 +450,16 @@ class Recipe:
                 returncode, signalled = run_stage_command(command, env, note_time)
                 if signalled:
                     name = signal.Signals(signalled).name
-                    print(f"act-sim recipe: {name}: stage {stage} stopped (its command ended, exit {returncode}); "
+                    print(f"act-lab recipe: {name}: stage {stage} stopped (its command ended, exit {returncode}); "
                           "the same command goes on from there", file=sys.stderr, flush=True)
                     raise SystemExit(128 + signalled)
                 if returncode != 0:
-                    raise SystemExit(f"act-sim recipe: stage {stage} stopped (exit {returncode}); what it "
+                    raise SystemExit(f"act-lab recipe: stage {stage} stopped (exit {returncode}); what it "
                                      "printed says why; once that is fixed (a stop or a crash needs nothing), the "
                                      "same command goes on from there")
                 following = self.command(stage)
                 if following == command:
-                    raise SystemExit(f"act-sim recipe: stage {stage} ended (exit 0) without its result: "
+                    raise SystemExit(f"act-lab recipe: stage {stage} ended (exit 0) without its result: "
                                      f"{' '.join(command)}")
                 command = following
             record["done"] = True

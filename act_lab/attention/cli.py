@@ -1,9 +1,9 @@
-"""`act-attention`: the find-the-cup networks from the command line.
+"""`act-lab attention`: the find-the-cup networks from the command line.
 
-  act-attention demo       one scene by hand and by the module, the order check, misses of the shipped models
-  act-attention results    choose rates, run seeds 0-9 in parallel, write the results table
-  act-attention models     train and calibrate the shipped selector and the two-layer Transformer
-  act-attention picture    the lab pictures for a chosen scene and request
+  act-lab attention demo       one scene by hand and by the module, the order check, misses of the shipped models
+  act-lab attention results    choose rates, run seeds 0-9 in parallel, write the results table
+  act-lab attention models     train and calibrate the shipped selector and the two-layer Transformer
+  act-lab attention picture    the lab pictures for a chosen scene and request
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from act_node.paths import models_dir
 from act_node.table_frame import kind_index
 
 NEAREST_MODEL = "attention_transformer2_nearest"
-# rates: what `act-attention results` chose on validation scenes (results/attention/results.json)
+# rates: what `act-lab attention results` chose on validation scenes (results/attention/results.json)
 SELECTOR_RECIPE = {"network": "lookup", "task": "find", "seed": 0, "lr": 0.001}
 NEAREST_RECIPE = {"network": "transformer-2", "task": "nearest", "seed": 0, "lr": 0.003}
 
@@ -33,7 +33,7 @@ def load_nearest(folder: Path | None = None) -> attention.Transformer:
     path = folder / "model.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"two-layer Transformer weights missing: {path} "
-                                "(make them with `act-attention models`)")
+                                "(make them with `act-lab attention models`)")
     network = attention.Transformer(layers=2)
     network.load_state_dict(load_file(str(path)))
     return network.eval()
@@ -94,7 +94,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def cmd_results(args: argparse.Namespace) -> None:
-    from act_node.attention.study import study
+    from act_lab.attention.study import study
 
     rows = study(Path(args.out), workers=args.workers, epochs=args.epochs, scenes=args.scenes)
     print((Path(args.out) / "results.md").read_text())
@@ -128,7 +128,7 @@ def _training_line(recipe: dict) -> str:
     return (f"`{recipe['network']}` on task \"{recipe['task']}\", seed {recipe['seed']}: Adam at {recipe['lr']:g}, "
             f"batch {attention.BATCH}, {attention.EPOCHS[recipe['task']]} epochs over "
             f"{attention.TRAIN_SCENES:,} scenes of {attention.TRAIN_OBJECTS} objects, one thread. The rate is "
-            f"the one `act-attention results` chose on validation scenes (mean miss over seeds 0-2).")
+            f"the one `act-lab attention results` chose on validation scenes (mean miss over seeds 0-2).")
 
 
 def selector_card(recipe: dict, misses: dict, margins: dict, rates: dict) -> str:
@@ -145,7 +145,7 @@ What: the find-the-cup `Lookup` network (one cross-attention layer, width 16, on
 metres on the 1 m x 1 m table) and a requested kind. Output: the target (x, y), each object's attention
 weight, and whether the kind is on the table.
 
-How trained: {_training_line(recipe)} Made by `act-attention models`.
+How trained: {_training_line(recipe)} Made by `act-lab attention models`.
 
 Absence: the best raw score (before the softmax) against a per-kind threshold. The score is affine in
 the token, so its range over the whole table is exact; the threshold sits midway between the highest
@@ -173,10 +173,10 @@ def nearest_card(recipe: dict, misses: dict) -> str:
 
 What: the two-layer `Transformer` (width 32, 2 heads, feed-forward 64, no dropout, request token first,
 {attention.parameter_count(attention.Transformer(layers=2)):,} parameters) for the task "nearest": where
-is the object nearest to the requested one. Used by `act-attention picture` to draw what each layer's
+is the object nearest to the requested one. Used by `act-lab attention picture` to draw what each layer's
 request token attends to.
 
-How trained: {_training_line(recipe)} Made by `act-attention models`.
+How trained: {_training_line(recipe)} Made by `act-lab attention models`.
 
 Measured: mean miss {misses[4]:.2f} cm on 2,000 fresh scenes with 4 objects, {misses[6]:.2f} cm with 6.
 Seeds 0-9 of the same recipe are in `results/attention/results.md`.
@@ -184,7 +184,7 @@ Seeds 0-9 of the same recipe are in `results/attention/results.md`.
 
 
 def cmd_picture(args: argparse.Namespace) -> None:
-    from act_node.attention.figure import lookup_picture, transformer_picture
+    from act_lab.attention.figure import lookup_picture, transformer_picture
 
     tokens, request, scene = scene_for(args.seed, args.objects, args.request)
     out = Path(args.out)
@@ -200,7 +200,7 @@ def cmd_picture(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="act-attention", description=__doc__,
+    parser = argparse.ArgumentParser(prog="act-lab attention", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train Lookup once, check it by hand, draw the lab pictures")

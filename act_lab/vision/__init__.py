@@ -11,7 +11,7 @@ knows for free about each camera image, exported so that it loads into a plain A
                  loader that puts it into an ACTPolicy
     train.py     the training loop: AdamW, cosine schedule, validation each epoch, checkpoints, resume; the
                  frozen-random-trunk baseline
-    encoder.py   the stage as one command: python -m act_node.vision.encoder --out outputs/recipe/encoder
+    encoder.py   the stage as one command: python -m act_lab.vision.encoder --out outputs/recipe/encoder
     yaw.py       the yaw reader: the frozen encoder's maps of the front and wrist images -> the requested object's
                  (cos k*yaw, sin k*yaw), environment_state's target_tool_yaw (models/yaw_reader)
 """

@@ -9,12 +9,12 @@ layer4 maps come from: `model.backbone` is swapped for a module that hands back 
 for every checkpoint saved. A checkpoint is a plain LeRobot `pretrained_model` folder: ACTPolicy.from_pretrained,
 lerobot-eval and the policy node load it unchanged and run the backbone on camera images.
 
-    python -m act_node.vision.act_train --dataset outputs/recipe/data --cache outputs/recipe/cache \
+    python -m act_lab.vision.act_train --dataset outputs/recipe/data --cache outputs/recipe/cache \
         --backbone outputs/recipe/encoder/backbone.safetensors --out outputs/recipe/act --steps 30000
 
 Samples are drawn as lerobot-train draws them: a frame uniformly, its action chunk the next CHUNK_SIZE actions
 of its episode, padded past the episode's end with the last one and masked (`action_is_pad`). OUT/checkpoints/
-NNNNNN/pretrained_model every --save-every steps (what `act-sim curve` evaluates), OUT/checkpoints/state.pt
+NNNNNN/pretrained_model every --save-every steps (what `act-lab curve` evaluates), OUT/checkpoints/state.pt
 (the optimizer, the step, the sampler's state) beside the newest; a stopped run started again continues there.
 `--device cuda` trains on a GPU (the batches are drawn and normalized on the CPU, as here, then moved); the
 checkpoints are saved from the CPU and say device "cpu", so they load the same anywhere. The device is not part
@@ -38,10 +38,10 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from act_lab.vision.cache import camera_name, load_maps
 from act_node.checkpoints import dataset_renderer, write_renderer
 from act_node.chunks import checked_ensemble_coeff
 from act_node.config import CHUNK_SIZE
-from act_node.vision.cache import camera_name, load_maps
 
 STATE, ENV, ACTION = "observation.state", "observation.environment_state", "action"
 IMAGE_PREFIX = "observation.images."
@@ -286,7 +286,7 @@ class Run:
         from lerobot.policies.act.modeling_act import ACTPolicy
         from lerobot.policies.factory import make_pre_post_processors
 
-        from act_node.vision.export import load_backbone
+        from act_node.perception.backbone import load_backbone
 
         self.device = training_device(device)
         self.dataset_root = Path(dataset_root)
@@ -402,7 +402,7 @@ class Run:
         if renderer:
             write_renderer(model, renderer)
         (model / SETTINGS_FILE).write_text(json.dumps({
-            "trainer": "act_node.vision.act_train (LeRobot ACTPolicy, " + (
+            "trainer": "act_lab.vision.act_train (LeRobot ACTPolicy, " + (
                 "frozen pretrained backbone, cached maps)" if self.backbone is not None else "no cameras)"),
             "dataset_root": str(self.dataset_root.resolve()), "backbone": self._backbone_name(),
             "step": self.step, "frames": len(self.data), **asdict(self.settings)}, indent=1) + "\n")
@@ -499,7 +499,7 @@ def average_last(out: Path, steps: int, count: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m act_node.vision.act_train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m act_lab.vision.act_train", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--cache", default=None, help="the cache stage's folder (not read with --no-cameras)")
     parser.add_argument("--backbone", default=None,

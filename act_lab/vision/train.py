@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from act_node.vision.frames import ImageSet
-from act_node.vision.networks import Encoder, Heads, Metrics, act_trunk, images_to_tensor, losses, targets
+from act_lab.vision.frames import ImageSet
+from act_lab.vision.networks import Encoder, Heads, Metrics, act_trunk, images_to_tensor, losses, targets
 
 MIN_LR_SHARE = 0.05
 PROBE_EVERY_S = 600.0
