@@ -75,14 +75,14 @@ def load(root):
 
 
 def test_ray_recording_equals_the_serial_one_in_seed_order(cluster, tmp_path):
-    """Seeds 5-9 with 116 steps: the expert needs 117 for seed 7, so 4 episodes are seeds 5, 6, 8 and 9. In shards
+    """Seeds 5-9 with 115 steps: the expert needs 116 for seed 7, so 4 episodes are seeds 5, 6, 8 and 9. In shards
     of 2 seeds, the first wave's (5-6, 7-8) keeps 3, the second tries seed 9 alone; the task of seeds 7-8 dies in
     its first attempt and is retried."""
     from act_node.distributed import record_ray, record_shard
     from act_node.record import SEEDS_FILE, record
     from act_node.tabletop.env import PickObjectEnv
 
-    settings = dict(objects=2, image_size=TINY_IMAGE, target_source="truth", max_steps=116, renderer="tiny")
+    settings = dict(objects=2, image_size=TINY_IMAGE, target_source="truth", max_steps=115, renderer="tiny")
     env = PickObjectEnv(**settings)
     serial = record(env, REPO_ID, tmp_path / "serial", episodes=4, first_seed=5)
     env.close()

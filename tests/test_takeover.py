@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from act_lab.takeover import Takeover, TakeoverAgent
+from act_node.config import GraphConfig
 from act_node.episodes import run_episode
 from act_node.record import SEEDS_FILE, SeedRecord, TooFewEpisodes, record
+from act_node.stepping import ExecutedAgent, chunk_executor
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 
@@ -96,8 +98,11 @@ def test_only_the_experts_part_is_recorded_and_where_it_took_over_is_kept(env, t
     assert taken["policy"] == str(tiny_state_checkpoint) and taken["reason"] in ("too slow", "missed grasp")
     seed = kept["episode_seeds"][0]
     # the same seed again, nothing recorded: the episode's frames are the expert's ticks from the takeover on
+    # through the executor act-sim record sends the actions through (the velocity bound: the action sent)
     agent, expert_ticks = takeover.agent(env, ScriptedExpert(env)), []
-    again = run_episode(env, agent, seed, after_success=10, on_step=lambda observation, action: expert_ticks.append(
+    executor = chunk_executor(GraphConfig(policy="expert", fps=env.fps), env.table.robot.lower, env.table.robot.upper)
+    executed = ExecutedAgent(env, agent, executor)
+    again = run_episode(env, executed, seed, after_success=10, on_step=lambda observation, action: expert_ticks.append(
         (observation["agent_pos"].copy(), action.copy())) if agent.expert_acting else None)
     assert agent.took_over_at == taken["tick"] > 0
     assert summary.frames == again.steps - taken["tick"] + 10 == len(expert_ticks)
