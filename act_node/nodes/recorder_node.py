@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 from geometry_msgs.msg import PointStamped
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.task import Future as RclpyFuture
 from sensor_msgs.msg import Image, JointState
@@ -136,7 +137,11 @@ class RecorderNode(Node):
         self.create_subscription(JointState, "act/joint_command", parsed(
             self, stamped_joint_positions, "joint command", self.on_command, 2.0), COMMANDS)
         self.create_service(Trigger, "~/start", self.on_start)
-        self.create_service(Trigger, "~/stop", self.on_stop)
+        # ~/stop waits (a coroutine) for its episode to be written: in a group of its own, so that the streams, ~/start
+        # and ~/discard are taken meanwhile; the writer wakes the executor through a guard condition when it is done
+        self.stop_group = ReentrantCallbackGroup()
+        self.stop_wake = self.create_guard_condition(lambda: None, callback_group=self.stop_group)
+        self.create_service(Trigger, "~/stop", self.on_stop, callback_group=self.stop_group)
         self.create_service(Trigger, "~/discard", lambda request, response: self.on_end("discard", response))
         self.thread = threading.Thread(target=self.write_loop, name="act-recorder-writer", daemon=True)
         self.thread.start()
@@ -203,7 +208,12 @@ class RecorderNode(Node):
             response.success, response.message = False, "no episode is being recorded"
             return response
         written = RclpyFuture()
-        outcome.add_done_callback(lambda done: written.set_result(done.result()))
+
+        def done(outcome) -> None:  # on the writer's thread: hand over, then wake the executor to resume the answer
+            written.set_result(outcome.result())
+            self.stop_wake.trigger()
+
+        outcome.add_done_callback(done)
         timeout = self.create_timer(STOP_ANSWER_S, lambda: written.done() or written.set_result(
             (False, f"stop: not written within {STOP_ANSWER_S:g} s (still saving?): its outcome goes to ~/status")))
         try:
