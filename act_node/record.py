@@ -267,7 +267,9 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                 if outcome == "success" or (outcome == "failure" and keep_failures):
                     if raw_maps is not None:  # first: a stop in between leaves a file the next save overwrites
                         raw_maps.save(dataset.meta.total_episodes)
-                    dataset.save_episode()
+                    # the cameras encoded one after the other: LeRobot's parallel encoding forks this process, and a
+                    # fork of a process with threads (rclpy's, tqdm's monitor) can hang in the child on a held lock
+                    dataset.save_episode(parallel_encoding=False)
                     seeds.add(seed, action_noise, None if takeover is None else takeover.record_of(agent))
                     progress.update(1)
                     if on_saved is not None:

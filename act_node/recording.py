@@ -217,7 +217,7 @@ class DemonstrationWriter:
             self.discard()
             raise EpisodeDropped(f"{given_up} of {total} frames incomplete (at most {self.max_incomplete:.0%} may be)"
                                  if frames else "no complete frame")
-        self.dataset.save_episode()
+        self.dataset.save_episode(parallel_encoding=False)  # no fork of the node's process (act_node.record)
         self.seeds.add(seed)
         self.seeds.write(self.root)
         self.task, self.frames = None, 0
