@@ -341,7 +341,7 @@ def test_observations_keep_arriving_while_the_policy_thinks_and_the_newest_is_an
         for later in (first + 0.1, first + 0.2):
             probe.observe(later)
         # the callbacks are not held up by the inference: both observations are in before the first chunk
-        assert wait_for(lambda: node.matcher.buffers["joints"][-1][0] == pytest.approx(first + 0.2), seconds=2.5)
+        assert wait_for(lambda: node.matcher.newest_stamp("joints") == pytest.approx(first + 0.2), seconds=2.5)
         assert slow.thinking and not probe.chunks
         assert wait_for(lambda: len(probe.chunks) == 2, seconds=15.0)
         # then the newest due observation is answered; the one in between is skipped, not queued
