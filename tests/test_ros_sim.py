@@ -129,14 +129,15 @@ def test_a_realtime_sim_awaiting_its_driver_starts_the_first_episode_once_one_pu
     sim = SimNode(parameter_overrides=[Parameter("renderer", value=THREADED_RENDERER),
         Parameter("clock", value="realtime"), Parameter("await_driver", value=True),
         Parameter("image_height", value=48), Parameter("image_width", value=64), Parameter("objects", value=2),
-        Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)])
+        Parameter("video_dir", value=str(tmp_path)), Parameter("record_video", value=False)],
+        cli_args=["--ros-args", "-r", "__ns:=/await_driver"])  # its own namespace: no publisher another test left
     driver = Node("late_driver")
     ros.add_node(sim)
     ros.add_node(driver)
     try:
         time.sleep(1.0)
         assert sim.sim.start is None and sim.sim.tick == 0, "an episode ran before any driver was there"
-        driver.create_publisher(JointTrajectory, "/act/action_chunk", RELIABLE)
+        driver.create_publisher(JointTrajectory, "/await_driver/act/action_chunk", RELIABLE)
         assert wait_for(lambda: sim.sim.start is not None, seconds=10.0), "no episode once a driver publishes"
     finally:
         retire(ros, sim, driver)
