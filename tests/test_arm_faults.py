@@ -390,6 +390,21 @@ def test_late_answers_to_the_presence_check_do_not_make_a_servo_look_dead(bus, f
     arm.deactivate()
 
 
+def test_a_bus_starved_for_longer_than_three_attempts_still_answers_the_presence_check(bus, folder):
+    """A launch starting its nodes at once on two cores starved the bus past three attempts at 50 ms each and the
+    leader refused to start ("motor 'elbow_flex' (id 3) does not answer"): the check keeps asking for patience_s."""
+    from act_node.arm.bus_checks import servo_problems
+
+    arm = follower(bus, folder)
+    arm.configure()
+    problems = []
+    bus.stall(0.5)
+    answering = servo_problems(arm.bus, bus.port, problems)
+    assert problems == []
+    assert answering == list(arm.bus.motors)
+    arm.deactivate()
+
+
 def test_shutdown_rides_out_a_lost_read_on_the_way_to_rest(bus, folder):
     """One read lost in the move to rest (both of LeRobot's tries: replies that never came, as on a loaded
     machine) counts as a failed read, as in the running loop: the move goes on from the next tick's read

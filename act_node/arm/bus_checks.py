@@ -74,7 +74,8 @@ def one_line(error: BaseException) -> str:
     return f"{text} ({' '.join(str(cause).split())})" if cause is not None and str(cause) else text
 
 
-def servo_problems(bus, port: str, problems: list[str]) -> list[str]:
+def servo_problems(bus, port: str, problems: list[str], attempts: int = 3,
+                   patience_s: float = 1.5) -> list[str]:
     """Ask every servo of LeRobot's `bus` its model (appending what is wrong to `problems`): the ones that
     answered.
 
@@ -82,13 +83,19 @@ def servo_problems(bus, port: str, problems: list[str]) -> list[str]:
     so the late reply to an attempt that timed out answered the next attempt's PING and left that PING's reply
     (no data) to be taken for its read: IndexError, and a live servo reported dead ("motor 'shoulder_pan' (id 1)
     does not answer", seen on a loaded machine). Every attempt asks the same, so a late reply is still the
-    right answer. Through the SDK, not LeRobot's ping(), which hides a servo that answers with error flags."""
+    right answer. Through the SDK, not LeRobot's ping(), which hides a servo that answers with error flags.
+
+    A servo is asked at least `attempts` times and for at least `patience_s`: three attempts of one packet timeout
+    each (50 ms) were over before a bus starved of CPU answered (seen when a launch started its nodes at once on
+    two cores), and one servo called dead refuses the whole launch."""
     answering = []
     handler, port_handler = bus.packet_handler, bus.port_handler
     address, size = REGISTERS["Model_Number"]
     for name, motor in bus.motors.items():
         model = None
-        for _ in range(3):
+        deadline, tries = time.monotonic() + patience_s, 0
+        while tries < attempts or time.monotonic() < deadline:
+            tries += 1
             drop_input(port_handler)  # a late reply to another servo's request: not this one's answer
             try:
                 data, comm, error = handler.readTxRx(port_handler, motor.id, address, size)

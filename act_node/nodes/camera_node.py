@@ -69,6 +69,9 @@ class Captured(np.ndarray):
     stamp_s: float = math.nan
 
 
+WARMUP_S = 3  # seconds LeRobot's connect() reads frames for; its first frame must come within them
+
+
 def capturing_camera(config):
     """LeRobot's OpenCVCamera whose read thread stamps each frame with the wall time the grab returned (LeRobot's
     own `latest_timestamp` is taken after the colour conversion, on the perf_counter clock)."""
@@ -139,10 +142,15 @@ class CameraNode(Node):
         from lerobot.cameras.opencv import OpenCVCameraConfig
 
         source = int(device) if device.isdigit() else Path(device)
+        # warmup_s: LeRobot waits this long for the first frame (its default, 1 s, was too short for a stream
+        # opened while a launch started its other nodes on two cores; some USB cameras take as long)
         config = OpenCVCameraConfig(index_or_path=source, width=width or None, height=height or None,
-                                    fps=None if not (width and height) else int(fps))
+                                    fps=None if not (width and height) else int(fps), warmup_s=WARMUP_S)
         camera = capturing_camera(config)
-        camera.connect()  # ConnectionError names the device: the runner says why and exits 2
+        try:
+            camera.connect()
+        except (ConnectionError, TimeoutError) as error:  # the runner says why in one line and exits 2
+            raise ValueError(f"camera {device!r} gave no frame: {error}") from error
         return camera
 
     def publish_frame(self) -> None:
