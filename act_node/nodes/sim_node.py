@@ -219,10 +219,16 @@ class SimNode(Node):
             return
         if self.await_driver and not self.count_publishers(self.chunk_topic):
             return
-        # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images
+        # every stream the recorder takes: a camera it has not matched yet would lose the first ticks' images.
+        # The graph names a node's subscription before this publisher has matched it (seen under load: the recorder
+        # listed, a lockstep episode of 0.4 s published into nothing, "no complete frame"), so the publisher must
+        # also count as many matched subscriptions as the awaited nodes hold on its topic
         for publisher in (self.command_pub, self.joint_pub, *self.image_pubs.values()):
-            listeners = {info.node_name for info in self.get_subscriptions_info_by_topic(publisher.topic_name)}
-            if not set(self.awaited) <= listeners:
+            infos = self.get_subscriptions_info_by_topic(publisher.topic_name)
+            awaited = [info for info in infos if info.node_name in self.awaited]
+            if not set(self.awaited) <= {info.node_name for info in awaited}:
+                return
+            if publisher.get_subscription_count() < len(awaited):
                 return
         self.destroy_timer(self.awaiting)
         with self.lock:
