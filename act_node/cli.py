@@ -170,8 +170,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
         rename_map = parse_rename_map(args.rename_map) if args.rename_map else None
     except ValueError as error:
         raise SystemExit(f"act-sim eval: {error}") from None
-    if rename_map and args.ros:
-        raise SystemExit("act-sim eval: --rename_map runs in process; the graph (--ros) takes none yet")
     cameras_of_checkpoint(args, args.policy_path, rename_map or {})
     suite = _suite_of(args)
     if args.ros:
@@ -340,7 +338,7 @@ def eval_over_ros(args: argparse.Namespace) -> None:
     config = graph_config(args, policy="act", checkpoint=args.policy_path, clock="lockstep", episodes=args.episodes,
                           first_seed=args.first_seed, device=args.device, video_dir=str(results_dir),
                           record_video=False, replan_every=args.n_action_steps or 0, max_steps=args.max_steps,
-                          merge=args.merge,
+                          merge=args.merge, rename_map=args.rename_map or "",
                           max_velocity=1e9, lockstep_timeout_s=3600.0, threads=1)
     code = run_graph(config.to_arguments())
     episodes = sorted((json.loads(p.read_text()) for p in results_dir.glob("*.json")), key=lambda e: e["seed"])

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,37 @@ def _argument(default, description: str, **limits):
     return field(default=default, metadata={"description": description, **limits})
 
 
+IMAGE_KEY = "observation.images."
+
+
+def parse_rename_map(text: str) -> dict[str, str]:
+    """lerobot-eval's --rename_map, a JSON object {the env's key: the checkpoint's key}, for cameras here:
+    {"observation.images.front": "observation.images.laptop"}; ValueError naming what is wrong."""
+    try:
+        rename_map = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--rename_map takes a JSON object such as '{{\"{IMAGE_KEY}front\": "
+                         f"\"{IMAGE_KEY}laptop\"}}', got {text!r} ({error})") from None
+    if not isinstance(rename_map, dict) or not all(isinstance(v, str) for v in rename_map.values()):
+        raise ValueError(f"--rename_map takes a JSON object of key to key, got {text!r}")
+    for key, value in rename_map.items():
+        if not key.startswith(IMAGE_KEY) or key.removeprefix(IMAGE_KEY) not in CAMERA_NAMES:
+            raise ValueError(f"--rename_map: {key!r} is none of the sim's cameras "
+                             f"({', '.join(IMAGE_KEY + c for c in CAMERA_NAMES)}); it maps the env's key to the "
+                             "checkpoint's, as lerobot-eval's does")
+        if not value.startswith(IMAGE_KEY) or value == IMAGE_KEY:
+            raise ValueError(f"--rename_map: {key!r} -> {value!r}: a camera goes to a camera "
+                             f"({IMAGE_KEY}<the checkpoint's name>)")
+    if len(set(rename_map.values())) != len(rename_map):
+        raise ValueError(f"--rename_map gives one checkpoint camera two of the sim's: {rename_map}")
+    return rename_map
+
+
+def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
+    """{sim camera: the checkpoint's camera it is given as} for the cameras `rename_map` renames."""
+    return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
+
+
 @dataclass(frozen=True)
 class GraphConfig:
     policy: str = _argument("act", f"act (a checkpoint: the shipped models/{SHIPPED_MODEL} unless checkpoint:= "
@@ -69,6 +101,11 @@ class GraphConfig:
                                     f"models/{SHIPPED_MODEL})")
     clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
     cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERA_NAMES)}")
+    rename_map: str = _argument("", "which of the cameras feeds each of the checkpoint's, as lerobot-eval's "
+                                "--rename_map: a JSON object {\"observation.images.<camera>\": "
+                                "\"observation.images.<the checkpoint's camera>\"}; the policy node subscribes under "
+                                "the checkpoint's names, remapped onto camera/<camera>/image_raw (empty: the same "
+                                "names)")
     image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
     image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
     objects: int = _argument(4, "objects on the table", low=1, high=8)
@@ -124,6 +161,16 @@ class GraphConfig:
         unknown = [c for c in self.cameras if c not in CAMERA_NAMES]
         if unknown or not self.cameras or len(set(self.cameras)) != len(self.cameras):
             problems.append(f"cameras must be distinct names among {', '.join(CAMERA_NAMES)}, got {list(self.cameras)}")
+        if self.rename_map:
+            try:
+                renamed = camera_names_given(parse_rename_map(self.rename_map))
+            except ValueError as error:
+                problems.append(str(error).replace("--rename_map", "rename_map", 1))
+            else:
+                strays = [c for c in renamed if c not in self.cameras]
+                if strays:
+                    problems.append(f"rename_map renames cameras {strays}, which are not among cameras "
+                                    f"{list(self.cameras)}")
         if self.policy == "act" and not self.checkpoint:
             if (Path(shipped_checkpoint()) / "config.json").is_file():
                 object.__setattr__(self, "checkpoint", shipped_checkpoint())
@@ -159,6 +206,13 @@ class GraphConfig:
     @property
     def image_size(self) -> tuple[int, int]:
         return self.image_height, self.image_width
+
+    def checkpoint_cameras(self) -> dict[str, str]:
+        """{camera: the checkpoint's name for it} for every camera, by rename_map (unnamed there: its own name)."""
+        if not self.rename_map:
+            return {camera: camera for camera in self.cameras}
+        renamed = camera_names_given(parse_rename_map(self.rename_map))
+        return {camera: renamed.get(camera, camera) for camera in self.cameras}
 
     def replan_ticks(self) -> int:
         """The chunk cadence the policy and the sim share: given; 1 for ACT's temporal ensembling (a chunk every

@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from act_node.config import GraphConfig
+from act_node.config import IMAGE_KEY, GraphConfig, camera_names_given, parse_rename_map  # noqa: F401 (theirs too)
 from act_node.envs import make_env as make_pick_env
 from act_node.episodes import EpisodeResult, policy_agent, run_episode
 from act_node.lockstep import SLOTS, lockstep
@@ -53,39 +53,6 @@ def load_policy(config: GraphConfig, rename_map: dict[str, str] | None = None) -
     spec = FeatureSpec(cameras={given.get(name, name): config.image_size for name in config.cameras}
                        if takes_images else {})
     return ChunkPolicy.load(config.checkpoint, device=config.device, expect=spec, rename_map=rename_map)
-
-
-IMAGE_KEY = "observation.images."
-
-
-def parse_rename_map(text: str) -> dict[str, str]:
-    """lerobot-eval's --rename_map, a JSON object {the env's key: the checkpoint's key}, for cameras here:
-    {"observation.images.front": "observation.images.laptop"}; ValueError naming what is wrong."""
-    from act_node.table_frame import CAMERA_NAMES
-
-    try:
-        rename_map = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"--rename_map takes a JSON object such as '{{\"{IMAGE_KEY}front\": "
-                         f"\"{IMAGE_KEY}laptop\"}}', got {text!r} ({error})") from None
-    if not isinstance(rename_map, dict) or not all(isinstance(v, str) for v in rename_map.values()):
-        raise ValueError(f"--rename_map takes a JSON object of key to key, got {text!r}")
-    for key, value in rename_map.items():
-        if not key.startswith(IMAGE_KEY) or key.removeprefix(IMAGE_KEY) not in CAMERA_NAMES:
-            raise ValueError(f"--rename_map: {key!r} is none of the sim's cameras "
-                             f"({', '.join(IMAGE_KEY + c for c in CAMERA_NAMES)}); it maps the env's key to the "
-                             "checkpoint's, as lerobot-eval's does")
-        if not value.startswith(IMAGE_KEY) or value == IMAGE_KEY:
-            raise ValueError(f"--rename_map: {key!r} -> {value!r}: a camera goes to a camera "
-                             f"({IMAGE_KEY}<the checkpoint's name>)")
-    if len(set(rename_map.values())) != len(rename_map):
-        raise ValueError(f"--rename_map gives one checkpoint camera two of the sim's: {rename_map}")
-    return rename_map
-
-
-def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
-    """{sim camera: the checkpoint's camera it is given as} for the cameras `rename_map` renames."""
-    return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
 
 
 def sim_cameras_for(checkpoint_cameras: list[str], rename_map: dict[str, str]) -> tuple[str, ...]:

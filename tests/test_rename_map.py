@@ -61,6 +61,31 @@ def test_laptop_and_phone_at_480x640_run_with_lerobot_evals_rename_map(laptop_ph
     assert "front as laptop, wrist as phone" in capsys.readouterr().err
 
 
+def test_lerobot_eval_through_the_plugin_takes_the_same_rename_map_and_runs_the_same_episode(
+        laptop_phone_checkpoint, tmp_path):
+    """lerobot-eval's own --rename_map with the plugin's env (its cameras front and wrist at 480x640): the episode
+    of seed 1000 sums the reward act-sim eval's run of the same seed, rename map, steps and renderer sums. (Without
+    the map, lerobot-eval refuses the checkpoint: "Feature mismatch between dataset/environment and policy".)"""
+    import subprocess
+    import sys
+
+    common = ["--episodes", "1", "--first-seed", "1000", "--max-steps", "12", "--objects", "2", "--videos", "0"]
+    cli.main(["eval", "--policy.path", str(laptop_phone_checkpoint), "--rename_map", json.dumps(RENAME), *common,
+              "--out", str(tmp_path / "ours")])
+    ours = json.loads((tmp_path / "ours" / "report.json").read_text())["per_episode"][0]
+    result = subprocess.run(
+        [sys.executable, "-m", "lerobot.scripts.lerobot_eval", "--env.type=act_node_pick",
+         f"--policy.path={laptop_phone_checkpoint}", "--env.cameras=front,wrist",
+         f"--env.observation_height={IMAGE[0]}", f"--env.observation_width={IMAGE[1]}", "--env.objects=2",
+         "--env.episode_length=12", "--env.renderer=tiny", "--seed=1000", "--eval.n_episodes=1",
+         "--eval.batch_size=1", "--policy.device=cpu", f"--rename_map={json.dumps(RENAME)}",
+         f"--output_dir={tmp_path / 'lerobot'}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = json.loads((tmp_path / "lerobot" / "eval_info.json").read_text())["per_task"][0]["metrics"]
+    assert theirs["sum_rewards"][0] == pytest.approx(ours["sum_reward"], rel=1e-4)
+    assert theirs["successes"] == [ours["success"]]
+
+
 def test_the_rename_map_reaches_the_preprocessors_rename_step(laptop_phone_checkpoint):
     """The images go in under the sim's names and reach the model under the checkpoint's: LeRobot's own
     rename_observations_processor does it, as in lerobot-eval."""
@@ -104,3 +129,37 @@ def test_every_camera_of_the_checkpoint_needs_a_sim_camera():
         sim_cameras_for(["laptop"], {"observation.images.front": "observation.images.webcam"})
     with pytest.raises(ValueError, match="'front' would feed two"):
         sim_cameras_for(["laptop", "front"], {"observation.images.front": "observation.images.laptop"})
+
+
+def test_the_graph_takes_the_rename_map_as_a_launch_argument_and_remaps_the_policys_image_topics(
+        laptop_phone_checkpoint, tmp_path):
+    """rename_map:= (the one parameter table's, as act-sim eval's --rename_map): the policy node subscribes under the
+    checkpoint's camera names, remapped onto the sim's topics; the launched graph runs an episode with it."""
+    import subprocess
+    import sys
+
+    from act_node.nodes.graph import describe
+
+    nodes = {node.name: node for node in describe(checkpoint=str(laptop_phone_checkpoint),
+                                                   rename_map=json.dumps(RENAME))}
+    policy = nodes["act_policy"]
+    assert policy.parameters["cameras"] == ["laptop", "phone"]
+    assert policy.remappings == [("camera/laptop/image_raw", "camera/front/image_raw"),
+                                 ("camera/phone/image_raw", "camera/wrist/image_raw")]
+    assert nodes["act_sim"].parameters["cameras"] == ["front", "wrist"]
+    with pytest.raises(ValueError, match=r"rename_map renames cameras \['top'\], which are not among cameras"):
+        describe(checkpoint=str(laptop_phone_checkpoint),
+                 rename_map=json.dumps({"observation.images.top": "observation.images.laptop"}))
+    with pytest.raises(ValueError, match="rename_map takes a JSON object"):
+        describe(checkpoint=str(laptop_phone_checkpoint), rename_map="front:laptop")
+
+    out = tmp_path / "graph"
+    launched = subprocess.run(
+        [sys.executable, "-m", "act_node.cli", "launch", f"checkpoint:={laptop_phone_checkpoint}",
+         f"rename_map:={json.dumps(RENAME)}", f"image_height:={IMAGE[0]}", f"image_width:={IMAGE[1]}",
+         "objects:=2", "max_steps:=12", "renderer:=tiny", f"video_dir:={out}", "record_video:=false"],
+        capture_output=True, text=True, timeout=300)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    assert "'laptop': '/camera/front/image_raw'" in launched.stderr + launched.stdout
+    episode = json.loads(next(out.glob("*.json")).read_text())
+    assert episode["steps"] == 12 and episode["policy_calls"] == 2

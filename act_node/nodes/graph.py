@@ -265,12 +265,14 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
                              f"{','.join(config.cameras)}: give cameras with {','.join(YAW_READER_CAMERAS)}")
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
-            **shared, "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
+            **shared, "checkpoint": config.checkpoint, "device": config.device,
+            "cameras": list(config.checkpoint_cameras().values()),
             # every_n under both clocks: answering the newest observation whenever free (latest) re-plans every few
             # ticks under clock:=realtime, and a checkpoint run in chunks then misses its grasps
             # (docs/measured_defaults.md). An ensembling checkpoint (the shipped one) resolves replan_every to 1:
             # an answer every tick
-            "threads": policy_threads(config), "infer": "every_n", "frame_max_age": 0.0})
+            "threads": policy_threads(config), "infer": "every_n", "frame_max_age": 0.0},
+            remappings=camera_remappings(config))
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
                           {**shared, "chunk_size": config.chunk_size})
@@ -311,17 +313,25 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     target = [("target/point", robot["target_topic"])] if robot["target_topic"] != "target/point" else []
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
-            "checkpoint": config.checkpoint, "device": config.device, "cameras": list(config.cameras),
+            "checkpoint": config.checkpoint, "device": config.device,
+            "cameras": list(config.checkpoint_cameras().values()),
             # every_n, as in the sim: one answer each replan_every ticks of the arm's own joint states, the
             # checkpoint's n_action_steps (1 for an ensembling one: every tick; answering whenever free would
             # re-plan at whatever cadence the machine allows)
             "threads": config.threads, "replan_every": replan, "infer": "every_n",
             "run_on_start": bool(robot["task"]), "task": robot["task"]},  # no task: a run starts on act/run
-            remappings=target)
+            remappings=target + camera_remappings(config))
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
                           remappings=target)
     return [arm, *camera_nodes] + ([] if teleop else [policy])
+
+
+def camera_remappings(config: GraphConfig) -> list[tuple[str, str]]:
+    """The policy node's image topics under the checkpoint's camera names (rename_map:=) remapped onto the
+    cameras' own, as a ROS user remaps a driver's topic: camera/laptop/image_raw -> camera/front/image_raw."""
+    return [(f"camera/{theirs}/image_raw", f"camera/{ours}/image_raw")
+            for ours, theirs in config.checkpoint_cameras().items() if theirs != ours]
 
 
 def _flag(name: str, text: str) -> bool:

@@ -231,9 +231,10 @@ class PolicyNode(Node):
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
         self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
         self.latency_pub = self.create_publisher(Float64, "act/inference_latency", RELIABLE)
-        for camera, topic in zip(self.cameras, topics):
-            # raw: image_array reads the serialized bytes, rclpy does not build an Image of them
-            self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR, raw=True)
+        # raw: image_array reads the serialized bytes, rclpy does not build an Image of them; the topics as resolved
+        # (remapped: rename_map:=, a driver's topic), for the log
+        topics = [self.create_subscription(Image, topic, lambda m, c=camera: self.on_image(c, m), SENSOR,
+                                           raw=True).topic_name for camera, topic in zip(self.cameras, topics)]
         self.create_subscription(JointState, "joint_states", parsed(
             self, self._joints_of, "joint state", self.on_joints, 2.0), SENSOR)
         # latched topics: a node that starts late still gets the episode and its target
