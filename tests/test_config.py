@@ -126,7 +126,7 @@ def test_the_shipped_checkpoint_runs_temporally_ensembled_in_every_runner():
     assert describe(policy="expert")[0].parameters["merge"] == "replace"
 
 
-def test_under_realtime_the_sim_graphs_policy_leaves_the_sim_a_core(monkeypatch):
+def test_on_the_wall_clock_the_policy_leaves_the_sim_or_the_arm_a_core(monkeypatch, tiny_checkpoint):
     """threads:=0 under clock:=realtime: the policy node gets one core fewer than there are (the sim renders and
     steps on the wall clock beside it); lockstep keeps torch's default, and threads:= given is kept under both."""
     import os
@@ -142,3 +142,8 @@ def test_under_realtime_the_sim_graphs_policy_leaves_the_sim_a_core(monkeypatch)
     assert policy() == 0  # lockstep: the sim waits while the policy thinks
     assert policy(clock="realtime", threads="2") == 2
     assert policy(threads="1") == 1
+    arm = dict(robot="so101", port="/dev/ttyACM0", id="arm1", checkpoint=str(tiny_checkpoint), task="pick up the cup")
+    for cores, expected in ((2, 1), (8, 7)):  # an arm runs on the wall clock: its bus loop and cameras keep a core
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, cores=cores: set(range(cores)))
+        assert policy(**arm) == expected, cores
+    assert policy(**arm, threads="4") == 4

@@ -215,12 +215,15 @@ def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict
     return nodes
 
 
-def policy_threads(config: GraphConfig) -> int:
-    """The sim graph's policy node's torch threads: `threads:=` where given; under clock:=realtime, else, one a core
-    less than this process may run on, so that the sim and its cameras keep a core while the policy thinks (the
-    wall clock waits for nobody; how many answers that buys: docs/measured_defaults.md). Lockstep keeps torch's
-    default: there the sim waits while the policy thinks."""
-    if config.threads or config.clock != "realtime":
+def policy_threads(config: GraphConfig, realtime: bool | None = None) -> int:
+    """The policy node's torch threads: `threads:=` where given; on the wall clock (the sim under clock:=realtime,
+    an arm always), else, one a core less than this process may run on, so that the sim, the arm's bus loop and the
+    cameras keep a core while the policy thinks (the wall clock waits for nobody; how many answers that buys:
+    docs/measured_defaults.md, results/arm_cameras). Lockstep keeps torch's default: there the sim waits while the
+    policy thinks."""
+    if realtime is None:
+        realtime = config.clock == "realtime"
+    if config.threads or not realtime:
         return config.threads
     return max(1, len(os.sched_getaffinity(0)) - 1)
 
@@ -318,7 +321,7 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
             # every_n, as in the sim: one answer each replan_every ticks of the arm's own joint states, the
             # checkpoint's n_action_steps (1 for an ensembling one: every tick; answering whenever free would
             # re-plan at whatever cadence the machine allows)
-            "threads": config.threads, "replan_every": replan, "infer": "every_n",
+            "threads": policy_threads(config, realtime=True), "replan_every": replan, "infer": "every_n",
             "run_on_start": bool(robot["task"]), "task": robot["task"]},  # no task: a run starts on act/run
             remappings=target + camera_remappings(config))
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
