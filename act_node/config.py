@@ -58,6 +58,9 @@ MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of runn
 TARGET_SOURCES = ("selector", "truth")
 
 
+INFERENCE_ALLOWANCE_S = 0.5  # stale_after_s: how late past its due tick the next chunk may land
+
+
 def _argument(default, description: str, **limits):
     return field(default=default, metadata={"description": description, **limits})
 
@@ -237,8 +240,11 @@ class GraphConfig:
         return ("ensemble" if own is not None else "replace"), coeff
 
     def stale_after_s(self) -> float:
-        """A chunk must stay usable until the next one is due, with a tick to spare (at least a second)."""
-        return max(1.0, (self.replan_ticks() + 1) / self.fps)
+        """A chunk must stay usable until the next one is due and answered: the next is asked for at the joint
+        states of replan_every ticks on and lands an inference later, so half a second is left for that (at least
+        a second in all). A tick to spare was too little: on the simulated arm a chunk checkpoint re-planning every
+        30 ticks held the arm about once a second, whenever inference took longer than a tick (results/arm_walk)."""
+        return max(1.0, self.replan_ticks() / self.fps + INFERENCE_ALLOWANCE_S)
 
     def sim_renderer(self) -> str:
         """The renderer the sim is built with: `renderer`, except that "auto" with a checkpoint that takes images

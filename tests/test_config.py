@@ -147,3 +147,18 @@ def test_on_the_wall_clock_the_policy_leaves_the_sim_or_the_arm_a_core(monkeypat
         monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, cores=cores: set(range(cores)))
         assert policy(**arm) == expected, cores
     assert policy(**arm, threads="4") == 4
+
+
+def test_a_chunk_stays_fresh_until_the_next_is_due_and_answered(tiny_checkpoint):
+    """stale_after_s: the next chunk is asked for replan_every ticks on and lands an inference later. The arm walk
+    (results/arm_walk) held about once a second with a chunk checkpoint re-planning every 30 ticks, when the bound
+    was one tick past the due one (1.033 s) and inference took longer than a tick."""
+    from act_node.config import GraphConfig
+
+    def stale(**fields):
+        return GraphConfig(checkpoint=str(tiny_checkpoint), **fields).stale_after_s()
+
+    assert stale(replan_every=30) == pytest.approx(30 / 30 + 0.5)  # 1.5 s: half a second for the answer
+    assert stale(replan_every=60) == pytest.approx(2.5)
+    assert stale(replan_every=1) == 1.0 and stale(replan_every=10) == 1.0  # at least a second
+    assert stale() == 1.0  # the tiny ACT's n_action_steps, 10
