@@ -171,6 +171,13 @@ def test_wilson_interval_matches_known_values():
     low, high = wilson_interval(8, 10)
     assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    # the interval holds the rate for every count: 0 of 16 gave a low bound of 2.8e-17, and the report's picture
+    # then failed on a negative error bar
+    for total in range(1, 300):
+        for count in range(total + 1):
+            low, high = wilson_interval(count, total)
+            assert 0.0 <= low <= count / total <= high <= 1.0, (count, total, low, high)
+    assert wilson_interval(0, 16)[0] == 0.0 and wilson_interval(6, 6)[1] == 1.0
 
 
 def test_mismatched_checkpoint_is_refused_with_every_mismatch_listed(tiny_checkpoint):
