@@ -116,3 +116,29 @@ def test_lerobot_eval_vector_envs_through_the_plugin_equal_act_sim_eval_seed_by_
     assert metrics["successes"] == [e["success"] for e in ours]
     assert metrics["sum_rewards"] == pytest.approx([e["sum_reward"] for e in ours], abs=1e-3)
     assert metrics["max_rewards"] == pytest.approx([e["max_reward"] for e in ours], abs=1e-4)
+
+
+def test_from_min_rows_on_a_row_of_the_shipped_size_is_the_same_whatever_rides_beside_it():
+    """The padding's premise, with an ACT of the shipped size (models/act_target_tool, one torch thread, as act-sim
+    eval runs it): from MIN_ROWS rows up to 64, row 0's chunk is the same to the bit. At 4 rows it was not (4-5
+    rows and 6 or more were two classes here), and --workers 2 changed episodes against --workers 1."""
+    import torch
+    from lerobot.policies.act.modeling_act import ACTPolicy
+
+    from act_node.lockstep import MIN_ROWS
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = ACTPolicy.from_pretrained("models/act_target_tool").eval().model
+        width = model.config.input_features["observation.environment_state"].shape[0]
+        generator = torch.Generator().manual_seed(0)
+        state, env = torch.randn(64, 6, generator=generator), torch.randn(64, width, generator=generator)
+        with torch.no_grad():
+            rows = {m: model({"observation.state": state[:m], "observation.environment_state": env[:m]})[0][0]
+                    for m in (MIN_ROWS, MIN_ROWS + 1, 12, 16, 33, 64)}
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(row, rows[MIN_ROWS]) for row in rows.values()), \
+        {m: float((row - rows[MIN_ROWS]).abs().max()) for m, row in rows.items()}
+
