@@ -146,6 +146,14 @@ def _expert_episode(seed: int) -> dict:
 
 def cmd_expert(args: argparse.Namespace) -> None:
     seeds = list(range(args.first_seed, args.first_seed + args.episodes))
+    if args.suite:  # a versioned seed set of act-sim eval --suite: its seeds and its object count
+        from act_node.suites import suite
+
+        try:
+            chosen = suite(args.suite)
+        except ValueError as error:
+            raise SystemExit(f"act-lab expert: {error}") from None
+        seeds, args.objects = list(chosen.seeds), chosen.objects
     workers = args.workers or os.cpu_count() or 1
     with Pool(workers, _start_expert_worker, (env_settings(args),)) as pool:
         episodes = list(tqdm(pool.imap(_expert_episode, seeds), total=len(seeds), desc="expert episodes", unit="ep"))
@@ -155,6 +163,7 @@ def cmd_expert(args: argparse.Namespace) -> None:
         by_kind.setdefault(requested_kind(e["task"]), []).append(e["success"])
     differ = [e for e in episodes if e["target_error_m"] > 0.01]
     report = {
+        **({"suite": args.suite} if args.suite else {}),
         "objects": args.objects, "episodes": len(episodes), "success_rate": successes / len(episodes),
         "by_kind": {kind: f"{sum(v)}/{len(v)}" for kind, v in sorted(by_kind.items())},
         "mean_steps": float(np.mean([e["steps"] for e in episodes])),
@@ -326,6 +335,8 @@ def make_parser() -> argparse.ArgumentParser:
     expert.add_argument("--episodes", type=int, default=100)
     expert.add_argument("--first-seed", type=int, default=0)
     expert.add_argument("--workers", type=int, default=None)
+    expert.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
+                        help="act-sim eval's versioned seed set instead of --episodes, --first-seed and --objects")
     expert.add_argument("--out", default=None, help="write the report and every episode as JSON")
     expert.set_defaults(run=cmd_expert)
 
