@@ -15,7 +15,8 @@ the smallest batches, and from there a row's result does not depend on how many 
 comes out the same whichever slot, batch or worker ran it. On the development machine's CPU (one torch thread) an
 ACT of the shipped size gives a row the same bits at 1, 2-3, 4-5 and 6-64 rows, four classes (dim 512: 1, 2-5,
 6-64); 4 rows put a lone call in another class than a batch of 6 or more, and --workers 2 then changed 22 of 60
-episodes of a suite against --workers 1 (tests/test_lockstep.py checks the classes with models/act_target_tool). The cameras render only when the policy reads images or
+episodes of a suite against --workers 1 (tests/test_lockstep.py checks the classes with models/act_target_tool).
+The cameras render only when the policy reads images or
 the episode is filmed: a checkpoint without cameras (the shipped target_tool_yaw ones: the yaw is read once, at the
 reset, by the env's own reader) steps physics only.
 """
