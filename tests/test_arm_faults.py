@@ -373,32 +373,20 @@ def test_a_late_reply_during_the_calibration_check_is_not_read_as_the_next_regis
     arm.deactivate()
 
 
-def test_late_answers_to_the_presence_check_do_not_make_a_servo_look_dead(bus, folder):
-    """A loaded CI machine refused to start: "motor 'shoulder_pan' (id 1) does not answer". Here the bus stalls
+@pytest.mark.parametrize("stall_s", [0.12, 0.5], ids=["late answers", "starved past three attempts"])
+def test_a_stalled_bus_still_answers_the_presence_check(bus, folder, stall_s):
+    """A loaded CI machine refused to start: "motor 'shoulder_pan' (id 1) does not answer". 0.12 s: the bus stalls
     through the first two attempts at asking servo 1 (each past the SDK's 50 ms timeout) and then answers
     everything asked meanwhile at once, in order: the third attempt gets the first one's reply, and that must
-    still read as servo 1 answering, an STS3215."""
+    still read as servo 1 answering, an STS3215. 0.5 s: a launch starting its nodes at once on two cores starved
+    the bus past three attempts ("motor 'elbow_flex' (id 3) does not answer"): the check keeps asking for
+    patience_s."""
     from act_node.arm.bus_checks import servo_problems
 
     arm = follower(bus, folder)
     arm.configure()
     problems = []
-    bus.stall(0.12)
-    answering = servo_problems(arm.bus, bus.port, problems)
-    assert problems == []
-    assert answering == list(arm.bus.motors)
-    arm.deactivate()
-
-
-def test_a_bus_starved_for_longer_than_three_attempts_still_answers_the_presence_check(bus, folder):
-    """A launch starting its nodes at once on two cores starved the bus past three attempts at 50 ms each and the
-    leader refused to start ("motor 'elbow_flex' (id 3) does not answer"): the check keeps asking for patience_s."""
-    from act_node.arm.bus_checks import servo_problems
-
-    arm = follower(bus, folder)
-    arm.configure()
-    problems = []
-    bus.stall(0.5)
+    bus.stall(stall_s)
     answering = servo_problems(arm.bus, bus.port, problems)
     assert problems == []
     assert answering == list(arm.bus.motors)
