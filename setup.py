@@ -55,6 +55,7 @@ setup(
             "act_sim_node = act_node.nodes.sim_node:main",
             "act_policy_node = act_node.nodes.policy_node:main",
             "act_selector_node = act_node.nodes.selector_node:main",
+            "act_scene_reader_node = act_node.nodes.scene_reader_node:main",
             "act_expert_node = act_node.nodes.expert_node:main",
             "act_so101_node = act_node.nodes.arm_node:main",
             "act_leader_node = act_node.nodes.leader_node:main",

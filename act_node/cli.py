@@ -11,6 +11,8 @@
   act-sim bag2dataset  a rosbag2 bag of the graph (MCAP or sqlite3) to a LeRobotDataset, as the recorder node
   act-sim ctl      the ros2 CLI calls docs/arm.md asks for, without a ROS install: stop, estop, reset, run TASK,
                    end, record-start, record-stop, record-discard, target X Y, bag OUT
+  act-sim calibrate  where the front camera stands over the table, from one image of a chessboard lying on it
+                   (OpenCV's PnP): the file scene:=cameras reads on the arm (camera_calibration:=FILE)
 
 The experiments (recipes, curves, second attempts, the expert's statistics, encoder and reader training) are
 `act-lab`'s (act_lab/cli.py).
@@ -30,6 +32,7 @@ from act_node.config import (
     FPS,
     MERGE_CHOICES,
     RENDER_CHOICES,
+    SCENE_SOURCES,
     SIM_IMAGE_SIZE,
     TRAIN_IMAGE_SIZE,
     GraphConfig,
@@ -44,7 +47,8 @@ def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
     try:
         return GraphConfig(objects=args.objects, cameras=args.cameras, image_height=args.height,
                            image_width=args.width, target_source=args.target,
-                           renderer=getattr(args, "renderer", "auto"), **fields)
+                           renderer=getattr(args, "renderer", "auto"), scene=getattr(args, "scene", "sim"),
+                           scene_reader=getattr(args, "scene_reader", ""), **fields)
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None
 
@@ -366,6 +370,11 @@ def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_
                         help="camera image width" + ("" if width else " (default: the checkpoint's)"))
     parser.add_argument("--target", choices=("selector", "truth"), default="selector",
                         help="where environment_state's target comes from")
+    parser.add_argument("--scene", choices=SCENE_SOURCES, default="sim",
+                        help="where the selector's objects come from: sim (the simulator's truth) or cameras (the "
+                             "scene reader's reading of the front camera at the episode's start)")
+    parser.add_argument("--scene-reader", default="", metavar="DIR",
+                        help="--scene cameras: a scene reader's folder (default: the package's models/scene_reader)")
     parser.add_argument("--renderer", choices=RENDER_CHOICES, default="auto",
                         help="camera renderer: auto (a camera checkpoint's own; else the faster for the image "
                              "size: TinyRenderer below 32,000 pixels, pybullet's EGL plugin from there where it "
@@ -510,7 +519,99 @@ def make_parser() -> argparse.ArgumentParser:
                       "order (default: --fps for all)")
     bags.set_defaults(run=cmd_bag2dataset)
 
+    calibrate = commands.add_parser(
+        "calibrate", help="the front camera's pose over the table from one image of a chessboard lying on it "
+        "(OpenCV's PnP), for scene:=cameras on the arm", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Lay a printed chessboard flat on the table, its first inner corner at --board-origin (table "
+                    "frame, metres), its rows along --board-yaw; take one image with the camera (--image, or "
+                    "--device to grab one); the camera's pose in `table` goes to --out.\n"
+                    "  act-sim calibrate --device /dev/video2 --fov-deg 60 --out calibration/front.json\n"
+                    "  act-sim calibrate --sim      (the sim's front camera: solved and checked against its pose)")
+    source = calibrate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--image", help="an image file of the board as the camera sees it")
+    source.add_argument("--device", help="grab one frame from this OpenCV camera (index or /dev/videoN)")
+    source.add_argument("--sim", action="store_true", help="the sim's front camera looking at a board drawn on "
+                        "its table: the solve is compared with the camera's known pose")
+    calibrate.add_argument("--board", default="7x4", help="inner corners COLSxROWS, one count odd and one even")
+    calibrate.add_argument("--square-m", type=float, default=0.03, help="the board's square side, metres")
+    calibrate.add_argument("--board-origin", default="0.41,0.14", help="X,Y of the first inner corner (the one "
+                           "beside the dark corner square) in the table frame, metres")
+    calibrate.add_argument("--board-yaw", type=float, default=0.0, help="the board's rows' direction, degrees from "
+                           "the table's x axis")
+    intrinsics = calibrate.add_mutually_exclusive_group()
+    intrinsics.add_argument("--fov-deg", type=float, default=None, help="horizontal field of view of a pinhole "
+                            "camera (as the camera node's horizontal_fov_deg; default 60, the sim: its own)")
+    intrinsics.add_argument("--intrinsics", default=None, metavar="FX,FY,CX,CY",
+                            help="the camera's K at the image's size, pixels (from a camera_info)")
+    calibrate.add_argument("--out", default="outputs/calibration/front.json", help="the calibration file to write")
+    calibrate.set_defaults(run=cmd_calibrate)
+
     return parser
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from act_node.perception.calibration import Board, calibrate_board, pinhole, pose_error, sim_board_image
+    from act_node.perception.scene import CameraCalibration
+
+    try:
+        board = Board.parse(args.board, args.square_m, args.board_origin, args.board_yaw)
+        if args.sim:
+            image = sim_board_image(board)
+        elif args.image:
+            image = _read_image(Path(args.image))
+        else:
+            image = _grab_frame(args.device)
+        height, width = image.shape[:2]
+        if args.intrinsics:
+            try:
+                fx, fy, cx, cy = (float(v) for v in args.intrinsics.split(","))
+            except ValueError:
+                raise ValueError(f"--intrinsics {args.intrinsics!r} must be FX,FY,CX,CY pixels") from None
+            k = np.array([[fx, 0, cx], [0, fy, cy], [0, 0, 1.0]])
+        elif args.sim and args.fov_deg is None:
+            k = CameraCalibration.of_sim(height, width).intrinsics
+        else:
+            k = pinhole(height, width, args.fov_deg or 60.0)
+        calibration, rms = calibrate_board(image, k, board)
+    except (ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"act-sim calibrate: {error}") from None
+    about = {"board": args.board, "square_m": args.square_m, "board_origin": args.board_origin,
+             "board_yaw_deg": args.board_yaw, "reprojection_rms_px": round(rms, 3),
+             "source": "sim" if args.sim else (args.image or f"device {args.device}")}
+    summary = {"camera_position_m": [round(v, 4) for v in calibration.position], **about}
+    if args.sim:
+        position_m, angle_deg = pose_error(calibration, CameraCalibration.of_sim(height, width))
+        about.update(sim_position_error_m=round(position_m, 5), sim_rotation_error_deg=round(angle_deg, 4))
+        summary.update(sim_position_error_m=about["sim_position_error_m"],
+                       sim_rotation_error_deg=about["sim_rotation_error_deg"])
+    calibration.save(Path(args.out), **about)
+    print(json.dumps(summary))
+    print(f"wrote {args.out}")
+
+
+def _read_image(path: Path):
+    import numpy as np
+    from PIL import Image
+
+    if not path.is_file():
+        raise FileNotFoundError(f"image {path} does not exist")
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def _grab_frame(device: str):
+    import cv2
+
+    capture = cv2.VideoCapture(int(device) if device.isdigit() else device)
+    try:
+        for _ in range(10):  # a camera's first frames are often dark while its exposure settles
+            ok, frame = capture.read()
+        if not capture.isOpened() or not ok:
+            raise ValueError(f"camera {device!r} gave no frame")
+        return cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
+    finally:
+        capture.release()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -56,6 +56,9 @@ SHIPPED_MODEL = "act_target_tool_yaw"  # models/act_target_tool_yaw: the trained
 CLOCKS = ("lockstep", "realtime")
 MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of running its chunks
 TARGET_SOURCES = ("selector", "truth")
+# where the selector's objects come from: the simulator's truth (scene/objects from the sim node), or the scene
+# reader's reading of the front camera (act_node.perception.scene; the scene reader node in the graph)
+SCENE_SOURCES = ("sim", "cameras")
 
 
 INFERENCE_ALLOWANCE_S = 0.5  # stale_after_s: how late past its due tick the next chunk may land
@@ -140,6 +143,14 @@ class GraphConfig:
                               "respawn); the sim holds meanwhile and the episode it interrupted counts as failed")
     target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
                                    "truth (the sim's scene)", choices=TARGET_SOURCES)
+    scene: str = _argument("sim", "where the selector's objects come from: sim (the simulator's truth, published by "
+                           "the sim node) or cameras (the scene reader node reads them from the front camera; "
+                           "nothing of the simulator's truth reaches the selector or the policy)",
+                           choices=SCENE_SOURCES)
+    scene_reader: str = _argument("", "scene:=cameras: the scene reader's folder (reader.json, model.safetensors; "
+                                  "'': the package's models/scene_reader)")
+    camera_calibration: str = _argument("", "scene:=cameras: the front camera's calibration file (act-sim "
+                                        "calibrate writes it; '': in the sim, the camera as the sim places it)")
     device: str = _argument("cpu", "torch device for the policy")
     threads: int = _argument(0, "torch threads for the policy (0: torch's default, a thread a core; under "
                              "clock:=realtime in the sim graph one core fewer, which the sim keeps); act-sim eval "
@@ -274,7 +285,8 @@ class GraphConfig:
         """PickObjectEnv's keyword arguments."""
         return dict(objects=self.objects, cameras=self.cameras, image_size=self.image_size, fps=self.fps,
                     max_steps=self.max_steps, target_source=self.target_source, renderer=self.sim_renderer(),
-                    environment_layout=self.environment_layout())
+                    environment_layout=self.environment_layout(), scene=self.scene,
+                    **({"scene_reader_model": self.scene_reader} if self.scene == "cameras" else {}))
 
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from act_node.tabletop.env import PickObjectEnv
 
 _READER = None  # models/yaw_reader, loaded once a process
+_SCENE_READERS: dict = {}  # scene readers by folder, loaded once a process
 
 
 def yaw_reader():
@@ -23,7 +24,15 @@ def yaw_reader():
 
 
 def make_env(**kwargs) -> PickObjectEnv:
-    """PickObjectEnv(**kwargs), given models/yaw_reader when the layout is target_tool_yaw and none is given."""
+    """PickObjectEnv(**kwargs), given models/yaw_reader when the layout is target_tool_yaw and none is given, and
+    the scene reader (`scene_reader_model`, a folder; '': models/scene_reader) when scene is 'cameras'."""
     if kwargs.get("environment_layout") == "target_tool_yaw" and kwargs.get("yaw_reader") is None:
         kwargs["yaw_reader"] = yaw_reader()
+    folder = kwargs.pop("scene_reader_model", "") or ""
+    if kwargs.get("scene") == "cameras" and kwargs.get("scene_reader") is None:
+        from act_node.perception.scene import SceneReader
+
+        if folder not in _SCENE_READERS:
+            _SCENE_READERS[folder] = SceneReader.load(folder or None)
+        kwargs["scene_reader"] = _SCENE_READERS[folder]
     return PickObjectEnv(**kwargs)

@@ -198,6 +198,10 @@ class Rollout:
         self.observation, self.info = env.reset(seed=seed)
         self.total, self.best, self.steps, self.extra = 0.0, 0.0, 0, 0
         self.done, self.finished, self.unplannable = False, False, None
+        self.not_seen = getattr(env, "scene_source", "sim") == "cameras" and not self.info["selector_found"]
+        if self.not_seen:  # the scene reader did not see the requested kind: no target, the arm would only hold
+            self.finished = True
+            return
         try:
             agent.reset(self.observation)
         except Unreachable as error:
@@ -236,6 +240,9 @@ class Rollout:
 
     def result(self) -> EpisodeResult:
         env, info, agent = self.env, self.info, self.agent
+        if self.not_seen:
+            return EpisodeResult(self.seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
+                                 selector_found=False, outcome="target_not_seen")
         if self.unplannable is not None:
             return EpisodeResult(self.seed, env.task, False, 0, 0.0, target_error_m=info["target_error_m"],
                                  selector_found=info["selector_found"], unplannable=self.unplannable,

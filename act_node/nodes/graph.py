@@ -19,6 +19,7 @@ from act_node.checkpoints import check_checkpoint_folder, checkpoint_layout
 from act_node.config import DEFAULT_CAMERAS, FPS, SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
 from act_node.dds import profile_environment
 from act_node.observation import FRAME_MAX_AGE
+from act_node.perception.scene import READER_CAMERA
 from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
@@ -74,6 +75,7 @@ NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
 SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
                   "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video",
                   "lockstep_timeout_s", "camera_every", "renderer")
+TRUTH_TOPIC = "scene/truth"  # scene:=cameras: the sim's own scene/objects (RViz beside the reading; the expert)
 STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
 START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
 RESPAWN_DELAY_S = 1.0  # respawn:=true: a node that exited starts again this long after
@@ -190,6 +192,26 @@ def _check_start(config: GraphConfig, robot: dict[str, str], teleop: bool) -> No
     needs_kind = config.policy == "expert" or checkpoint_layout(config.checkpoint) is not None
     if task and not teleop and needs_kind:
         task_kind(task)
+    if config.scene == "cameras" and not teleop:
+        check_scene_reader(config)
+
+
+def check_scene_reader(config: GraphConfig) -> None:
+    """scene:=cameras: the reader's folder holds a reader and the calibration file (if named) reads, before any
+    node starts (a user's typo is named now, not in a node's log)."""
+    from pathlib import Path
+
+    from act_node.perception.scene import CameraCalibration, default_model_dir
+
+    folder = Path(config.scene_reader) if config.scene_reader else default_model_dir()
+    missing = [name for name in ("reader.json", "model.safetensors") if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"scene_reader:={folder} holds no scene reader (missing {', '.join(missing)})")
+    if config.camera_calibration:
+        try:
+            CameraCalibration.load(Path(config.camera_calibration))
+        except FileNotFoundError as error:
+            raise ValueError(f"camera_calibration:= {error}") from None
 
 
 def _recording_nodes(config: GraphConfig, robot: dict[str, str], recording: dict[str, str]) -> list[NodeSpec]:
@@ -258,6 +280,10 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
         parameters["camera_every"] = replan
     sim = NodeSpec("act_sim_node", "act_node.nodes.sim_node", "act_sim", parameters)
     selector = NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector", {"use_sim_time": True})
+    readers = []
+    if config.scene == "cameras":  # the sim's truth to scene/truth (RViz, the expert); the reader's on scene/objects
+        sim.remappings.append(("scene/objects", TRUTH_TOPIC))
+        readers = [scene_reader(config, {"use_sim_time": True})]
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
     # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
     # frame to the reader's; none runs in a teleoperated graph: the person drives)
@@ -278,9 +304,21 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
             remappings=camera_remappings(config))
     else:
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert",
-                          {**shared, "chunk_size": config.chunk_size})
+                          {**shared, "chunk_size": config.chunk_size},
+                          # the expert is a teacher: it plans from the truth whatever the selector reads
+                          remappings=[("scene/objects", TRUTH_TOPIC)] if config.scene == "cameras" else [])
     drivers = [] if teleop else [policy]
-    return [sim, *drivers] if config.target_source == "truth" else [sim, selector, *drivers]
+    return [sim, *drivers] if config.target_source == "truth" else [sim, *readers, selector, *drivers]
+
+
+def scene_reader(config: GraphConfig, parameters: dict) -> NodeSpec:
+    """scene:=cameras: the scene reader node on the front camera, publishing scene/objects."""
+    if READER_CAMERA not in config.cameras:
+        raise ValueError(f"scene:=cameras reads the {READER_CAMERA} camera; the graph has cameras "
+                         f"{','.join(config.cameras)}: give cameras with {READER_CAMERA}")
+    return NodeSpec("act_scene_reader_node", "act_node.nodes.scene_reader_node", "act_scene_reader", {
+        **parameters, "model": config.scene_reader, "calibration": config.camera_calibration,
+        "camera": READER_CAMERA})
 
 
 def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint: bool = True,
@@ -314,6 +352,17 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
         "name": name, "device": device, "fps": float(config.fps), "checkpoint": config.checkpoint,
         "resize": flags["resize"]}) for name, device in zip(config.cameras, devices)]
     target = [("target/point", robot["target_topic"])] if robot["target_topic"] != "target/point" else []
+    perception = []
+    if config.scene == "cameras":  # the target from what the front camera sees: the reader, then the selector
+        if not config.camera_calibration:
+            raise ValueError("robot:=so101 scene:=cameras needs camera_calibration:=<file> (act-sim calibrate "
+                             "writes it): where the front camera stands over the table")
+        if not devices:
+            raise ValueError("robot:=so101 scene:=cameras needs camera_devices:= with the front camera")
+        target = []
+        perception = [scene_reader(config, {"read_at_start": bool(robot["task"])}),
+                      NodeSpec("act_selector_node", "act_node.nodes.selector_node", "act_selector",
+                               {"task": robot["task"]})]
     if config.policy == "act":
         policy = NodeSpec("act_policy_node", "act_node.nodes.policy_node", "act_policy", {
             "checkpoint": config.checkpoint, "device": config.device,
@@ -327,7 +376,7 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},
                           remappings=target)
-    return [arm, *camera_nodes] + ([] if teleop else [policy])
+    return [arm, *camera_nodes] + ([] if teleop else [*perception, policy])
 
 
 def camera_remappings(config: GraphConfig) -> list[tuple[str, str]]:

@@ -40,15 +40,16 @@ MAX_LINE_M = 0.02  # line width for a weight of 1
 SELECTOR_PARAMETERS = (
     Spec("model", "", "a selector folder (selector.json, model.safetensors); empty: the package's "
          "models/selector_lookup"),
+    Spec("task", "", "the request from the start, as a task text ('pick up the cup'; an arm started with a task)"),
 )
 
 
 class SelectorNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_selector", **node_options)  # e.g. parameter_overrides, for tests
-        model = declare_all(self, SELECTOR_PARAMETERS)["model"]
-        self.selector = Selector.load(model or None)
-        self.request: str | None = None
+        values = declare_all(self, SELECTOR_PARAMETERS)
+        self.selector = Selector.load(values["model"] or None)
+        self.request: str | None = requested_kind(values["task"]) or None
         self.scene: tuple[float, list] | None = None
         self.episode_s = float("-inf")
         self.heard: Counter = Counter()  # requests, episodes, scenes
@@ -63,11 +64,19 @@ class SelectorNode(Node):
                                  parsed(self, episode_start, "episode start", self.on_episode), LATCHED)
         self.create_subscription(MarkerArray, "scene/objects", parsed(self, scene_objects, "scene", self.on_scene),
                                  LATCHED)
+        self.create_subscription(String, "act/run", self.on_run, LATCHED)
 
     def on_request(self, message: String) -> None:
         self.heard["requests"] += 1
         self.request = message.data.strip()
         self.answer()
+
+    def on_run(self, message: String) -> None:
+        kind = requested_kind(message.data)  # a run's task text names the kind; an empty one ends the run
+        if kind:
+            self.heard["runs"] += 1
+            self.request = kind
+            self.answer()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
         self.heard["episodes"] += 1

@@ -25,8 +25,9 @@ from gymnasium import spaces
 
 from act_node import so101
 from act_node.attention.selector import Selector
-from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, TARGET_SOURCES
+from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SCENE_SOURCES, SIM_IMAGE_SIZE, TARGET_SOURCES
 from act_node.observation import TOOL_NAMES, YAW_NAMES, build_observation, environment_state_names
+from act_node.perception.scene import CameraCalibration
 from act_node.table_frame import TABLE_SIZE_M, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 from act_node.tabletop.cameras import CameraRig, camera_specs
 from act_node.tabletop.scene import Scene
@@ -44,7 +45,13 @@ class PickObjectEnv(gym.Env):
                  image_size: tuple[int, int] = SIM_IMAGE_SIZE, fps: int = FPS, max_steps: int = EPISODE_STEPS,
                  target_source: str = "selector", request: str | None = None, render_mode: str = "rgb_array",
                  selector: Selector | None = None, renderer: str = "tiny", environment_layout: str = "target",
-                 yaw_reader=None):
+                 yaw_reader=None, scene: str = "sim", scene_reader=None):
+        if scene not in SCENE_SOURCES:
+            raise ValueError(f"scene must be one of {SCENE_SOURCES}, got {scene!r}")
+        if scene == "cameras" and (scene_reader is None or target_source == "truth"):
+            raise ValueError("scene 'cameras' reads the objects from the front camera: give scene_reader= "
+                             "(act_node.perception.scene.SceneReader.load(), or build the env with "
+                             "act_node.envs.make_env, which does) and target_source 'selector'")
         if target_source not in TARGET_SOURCES:
             raise ValueError(f"target_source must be one of {TARGET_SOURCES}, got {target_source!r}")
         if render_mode not in self.metadata["render_modes"]:
@@ -65,6 +72,14 @@ class PickObjectEnv(gym.Env):
         self.render_mode = render_mode
         self.selector = None if target_source == "truth" else (selector or Selector.load())
         self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
+        # scene 'cameras': the Selector reads what the scene reader sees in the front camera at reset, never the
+        # simulator's objects (the graph's scene reader node reads the same image: act_node.perception.scene)
+        self.scene_source, self.scene_reader, self.seen = scene, scene_reader, None
+        if scene == "cameras":
+            height, width = scene_reader.config.image_size
+            self.scene_rig = CameraRig(self.table.world, self.table.robot,
+                                       camera_specs((scene_reader.config.camera,), height, width))
+            self.scene_calibration = CameraCalibration.of_sim(height, width, scene_reader.config.camera)
         if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.perception.yaw)
             self.yaw_reader = yaw_reader
             self.yaw_rig = CameraRig(self.table.world, self.table.robot,
@@ -102,8 +117,13 @@ class PickObjectEnv(gym.Env):
         options = options or {}
         self.table.reset(self.np_random, int(options.get("objects", self.object_count)),
                          request=options.get("request", self.fixed_request))
-        self.target = self.table.task.choose_target(self.selector)
-        if not self.target.selector_found:
+        if self.scene_source == "cameras":  # read once, before anything moved, as the graph's reader is asked
+            image = self.scene_rig.render(tiny=True)[self.scene_reader.config.camera]
+            self.seen = self.scene_reader.read(image, self.scene_calibration)
+            self.target = self.table.task.choose_target(self.selector, [(o.kind, o.x, o.y) for o in self.seen])
+        else:
+            self.target = self.table.task.choose_target(self.selector)
+        if not self.target.selector_found and self.scene_source == "sim":
             warnings.warn(f"the Selector judged the {self.scene.request} absent from a scene that holds it; "
                           f"the true position stands in (reported as selector_found=False)", stacklevel=2)
         self.steps, self.clamped_total = 0, 0
@@ -168,8 +188,17 @@ class PickObjectEnv(gym.Env):
     def _observation(self, render: bool = True) -> dict:
         self._last_pixels = self.table.rig.render() if render else {}
         tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout != "target" else None
-        return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
-                                 self.scene.request, self.environment_layout, tool, self.yaw)
+        if np.all(np.isfinite(self.target.xy)):
+            return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
+                                     self.scene.request, self.environment_layout, tool, self.yaw)
+        # scene cameras, the requested kind not seen: there is no target, and the numbers that hang on it are NaN
+        # (act_node.episodes ends such an episode before any policy is asked, as the graph's policy waits)
+        observation = build_observation(self.table.robot.joint_positions(), self._last_pixels, np.zeros(2),
+                                        self.scene.request, self.environment_layout, tool, self.yaw)
+        names = environment_state_names(self.environment_layout)
+        unknown = [names.index(n) for n in ("target_x", "target_y", *TOOL_NAMES[:2]) if n in names]
+        observation["environment_state"][unknown] = np.nan
+        return observation
 
     def _info(self, success: bool, clamped: int) -> dict:
         return {"is_success": bool(success), "task": self.task, "clamped_joints": clamped,

@@ -44,12 +44,13 @@ from act_node.tabletop.task import LIFT_SUCCESS_M, PickTask
 from act_node.tabletop.world import PlacedObject
 
 MODES = ("succeeded", "never_reached", "missed_grasp", "held_not_lifted", "lifted_dropped", "lifted_other",
-         "wrong_target", "hovered", "unplannable")
+         "wrong_target", "hovered", "unplannable", "target_not_seen")
 MODE_TITLES = {"succeeded": "succeeded", "never_reached": "never reached the object",
                "missed_grasp": "closed off it (missed grasp)", "held_not_lifted": "held but not lifted",
                "lifted_dropped": "lifted and dropped", "lifted_other": "lifted another object",
                "wrong_target": "went for another object", "hovered": "hovered to the step limit",
-               "unplannable": "unplannable"}
+               "unplannable": "unplannable",
+               "target_not_seen": "the scene reader did not see the requested object (scene:=cameras)"}
 # The gripper command (LeRobot's 0-100) below which the jaws are closing: every kind's open command is 30 or
 # more (planner.gripper_opening_command: the pen 31, the ball 91) and the expert's close ramp goes to 0
 CLOSING_LEROBOT = 10.0

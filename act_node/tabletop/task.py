@@ -82,15 +82,20 @@ class PickTask:
         """The requested object's position (3,) and yaw now."""
         return self.world.body_pose(self.scene.target.body)
 
-    def choose_target(self, selector: Selector | None) -> TargetChoice:
+    def choose_target(self, selector: Selector | None, seen: list[tuple[str, float, float]] | None = None
+                      ) -> TargetChoice:
         """The target (x, y) from the Selector over the objects where they stand now (as the sim node publishes
         them on scene/objects for the selector node: the graph's target and this one are the same numbers), or
-        the truth when `selector` is None."""
+        the truth when `selector` is None. `seen`: the Selector reads these (kind, x, y) instead, what the scene
+        reader saw (scene:=cameras); a miss then leaves no target (NaN), as the graph's selector answers absent."""
         truth = self.scene.target.xy
         if selector is None:
             return TargetChoice(truth.copy(), 0.0)
-        tokens = [(o.kind, float(o.position[0]), float(o.position[1])) for o in self.object_states()]
+        tokens = seen if seen is not None else [(o.kind, float(o.position[0]), float(o.position[1]))
+                                                for o in self.object_states()]
         choice = selector.select(tokens, self.scene.request)
+        if not choice.found and seen is not None:
+            return TargetChoice(np.full(2, np.nan), math.inf, selector_found=False)
         if not choice.found:  # the kind is on the table by construction: a Selector miss, reported by the caller
             return TargetChoice(truth.copy(), math.inf, selector_found=False)
         selected = np.array(choice.target_xy)
