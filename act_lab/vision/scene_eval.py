@@ -148,10 +148,12 @@ def picture(shown: list, path: Path) -> None:
             bottom.text(t.position[0] + 0.01, t.position[1] - 0.02, kind, fontsize=7, color="0.3")
         for o in scene["seen"]:
             bottom.plot(o.x, o.y, "o", mfc="none", color="tab:cyan", ms=10, mew=1.5)
-        bottom.set_xlim(0.25, 0.75)
-        bottom.set_ylim(0.45, 0.0)  # as the front camera looks: the far side up
+        bottom.set_xlim(0.75, 0.25)  # as the front camera looks from y = 0.52: x to the left, the far side up
+        bottom.set_ylim(0.45, 0.0)
+        bottom.set_xlabel("x (m)", fontsize=7)
+        bottom.set_ylabel("y (m)", fontsize=7)
         bottom.set_aspect("equal")
-        bottom.set_title("table from above (m): truth ■, read ○", fontsize=8)
+        bottom.set_title("the table as the camera faces it: truth ■, read ○", fontsize=8)
         bottom.tick_params(labelsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,9 +169,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pictures", type=int, default=0, help="draw the first N scenes to OUT's .png")
     parser.add_argument("--timing", action="store_true", help="also time one reading on 1 and 2 threads")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shards", type=Path, nargs="+", default=None,
+                        help="measure on scene_frames' shards instead (their own appearance and camera pose, each "
+                        "frame through its own calibration): e.g. FRAMES/shifted_*.npz")
     parser.add_argument("--out", type=Path, required=True, help="the report (JSON)")
     args = parser.parse_args(argv)
     reader = SceneReader.load(args.reader, threads=args.threads)
+    if args.shards:
+        from act_lab.vision.scene_frames import load
+        from act_lab.vision.scene_train import measure
+
+        report = {"shards": [str(p) for p in args.shards], **measure(reader, load(args.shards))}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report, indent=1))
+        return
     report, shown = evaluate(reader, parse_seeds(args.seeds), args.objects, args.pictures)
     if args.timing:
         report["reading_time"] = reading_time(reader)
