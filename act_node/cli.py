@@ -439,7 +439,8 @@ def make_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--merge", choices=MERGE_CHOICES, default="auto", help="auto: the checkpoint's own (ACT's "
                           "temporal ensembling when its config sets temporal_ensemble_coeff, else chunks of "
                           "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
-                          "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
+                          "checkpoint's coefficient or 0.01; average: each chunk half and half with the queued steps "
+                          "(in process and --ros alike: both run act_node.chunks.ChunkExecutor)")
     evaluate.add_argument("--device", default="cpu", help="where the policy runs: cpu or cuda[:N]")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
                           "way an episode ended (0: film nothing)")
