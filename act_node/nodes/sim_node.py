@@ -40,7 +40,7 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
-from act_node.chunks import COMMAND_SOURCES, MERGE_RULES, hold_chunk
+from act_node.chunks import MERGE_RULES, hold_chunk
 from act_node.config import GraphConfig
 from act_node.description import robot_description
 from act_node.episodes import EpisodeResult
@@ -65,7 +65,7 @@ from act_node.nodes.messages import (
     target_point,
     to_time,
 )
-from act_node.nodes.parameters import Spec, declare, declare_all, from_config, refuse, result
+from act_node.nodes.parameters import declare_node, refuse, result
 from act_node.nodes.runner import run
 from act_node.stepping import CameraSchedule, RealtimeClock, SimEpisodes, VideoWriter, result_path
 from act_node.tabletop.objects import KINDS
@@ -103,39 +103,24 @@ def film_outcome(result: EpisodeResult) -> str:
 class SimNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_sim", **node_options)  # e.g. parameter_overrides, for tests
-        values = declare_all(self, [from_config(name, changeable=name in CHANGEABLE) for name in SIM_PARAMETERS] + [
-            Spec("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
-            Spec("autostart", True, "start the first episode by itself"),
-            Spec("await_subscriber", "", "autostart only once the nodes of these names (comma-separated) subscribe "
-                 "act/joint_command, joint_states and the cameras (record:= waits for act_recorder, so no frame of the "
-                 "first episode goes unheard; await_nodes:= adds others; '': no wait)"),
-            Spec("await_driver", False, "autostart only once a node publishes act/action_chunk (the policy node "
-                 "creates its publisher once its checkpoint is loaded): the launch sets it under clock:=realtime, "
-                 "whose first episode would otherwise run on the wall clock while the policy loads"),
-            Spec("command_source", "policy", "policy: execute act/action_chunk (a policy or the expert); leader: "
-                 "follow leader/joint_states (a person on a leader arm), through the same executor",
-                 choices=COMMAND_SOURCES)])
+        def computed(values: dict) -> dict:  # stale_after_s and ensemble_coeff: the config's (act_node.settings)
+            if values["command_source"] == "leader" and values["clock"] != "realtime":
+                raise ValueError("command_source:=leader needs clock:=realtime: a person on a leader arm moves in "
+                                 "real time, and a lockstep sim would wait for chunks that never come")
+            replan = int(values["replan_every"]) or None
+            self.config = GraphConfig(**{name: values[name] for name in SIM_PARAMETERS if name != "replan_every"},
+                                      **({"replan_every": replan} if replan else {}))
+            return {"stale_after_s": self.config.stale_after_s(), "ensemble_coeff": self.config.chunk_merge()[1]}
+
+        values = declare_node(self, "act_sim", computed)
         self.command_source = values["command_source"]
-        if self.command_source == "leader" and values["clock"] != "realtime":
-            raise ValueError("command_source:=leader needs clock:=realtime: a person on a leader arm moves in real "
-                             "time, and a lockstep sim would wait for chunks that never come")
-        replan = int(values["replan_every"]) or None
-        self.config = GraphConfig(**{name: values[name] for name in SIM_PARAMETERS if name != "replan_every"},
-                                  **({"replan_every": replan} if replan else {}))
         self.lockstep_timeout_s = self.config.lockstep_timeout_s
         self.republish_s = float(values["republish_s"])
         self.sim = SimEpisodes(self.config)
-        stale = declare(self, "stale_after_s", self.config.stale_after_s(), "seconds after its stamp that the "
-                        "newest chunk is stale and the arm holds (default: until the next chunk is due)",
-                        changeable=True, low=0.0)
-        self.sim.executor.stale_after_s = float(stale)
-        coeff = declare(self, "ensemble_coeff", float(self.sim.executor.ensemble_coeff), "merge ensemble: ACT's "
-                        "temporal_ensemble_coeff, the i-th prediction for a tick weighted exp(-coeff * i), the oldest "
-                        "i = 0 (default: the checkpoint's, or ACT's 0.01; the launch gives the checkpoint's)",
-                        changeable=True)
-        if not math.isfinite(coeff):
-            raise ValueError(f"parameter ensemble_coeff must be finite, got {coeff}")
-        self.sim.executor.ensemble_coeff = float(coeff)
+        if not math.isfinite(values["ensemble_coeff"]):
+            raise ValueError(f"parameter ensemble_coeff must be finite, got {values['ensemble_coeff']}")
+        self.sim.executor.stale_after_s = float(values["stale_after_s"])
+        self.sim.executor.ensemble_coeff = float(values["ensemble_coeff"])
         self.add_on_set_parameters_callback(self.check_change)
         self.add_post_set_parameters_callback(self.apply_change)
         self.cameras = list(self.sim.table.rig.specs.values())
