@@ -1,13 +1,14 @@
 """One validated configuration of the graph and its facts, each defined once.
 
 `GraphConfig` is what a user chooses (launch arguments, `act-sim eval` flags, the LeRobot env plugin's
-fields): it checks itself when made, and produces everything downstream from the same values:
+fields): its fields' defaults, descriptions and limits are the one table's (act_node.settings, group "graph");
+it checks itself when made, and produces everything downstream from the same values:
 
     GraphConfig.launch_arguments()      name -> (default text, description): sim.launch.py and act-sim launch
     GraphConfig.from_arguments({...})   launch-argument strings -> a checked config
     config.env_kwargs()                 PickObjectEnv's keyword arguments (in-process eval, the LeRobot plugin)
-    nodes.graph.describe(...)           each node's ROS parameters, taken from these fields
-                                        (act_node.nodes.parameters.from_config: default, description, limits)
+    nodes.graph.describe(...)           each node's ROS parameters, taken from these fields (the nodes
+                                        declare them from the same table: nodes.parameters.declare_node)
 
 Defaults, and why:
 - 30 fps: LeRobot's SO-101 recording rate; the sim steps physics at 240 Hz, 8 substeps a tick.
