@@ -7,7 +7,10 @@ passed are dropped (latency alignment) and the rest merge with what is queued:
   replace    the new chunk's steps replace the queued ones from its first step on
   average    queued and new steps are averaged with weight `new_weight` on the new one
   ensemble   ACT's temporal ensembling: every prediction for a tick is kept in a weighted mean, the
-             i-th prediction for that tick weighted exp(-coeff * i) (older predictions count more)
+             i-th prediction for that tick weighted exp(-coeff * i) (older predictions count more), updated
+             online as LeRobot's ACTTemporalEnsembler does (mean * W[i-1] + action * w[i]) / W[i], W the running
+             sum of the weights: given LeRobot's own float32 weights (`ensemble_weights`) and float32 chunks, the
+             same arithmetic to the bit
 
 Before a command leaves: hold the last command when the newest chunk is older than `stale_after_s`
 or no step is queued for this tick, clamp to the joint ranges, and bound each joint's change per tick
@@ -65,9 +68,8 @@ class Command:
 
 @dataclass
 class _Slot:
-    weighted_sum: np.ndarray
-    weight: float
-    count: int = 1
+    mean: np.ndarray  # the merged action for the tick
+    count: int = 1  # predictions merged into it
 
 
 @dataclass
@@ -80,10 +82,13 @@ class ChunkExecutor:
     new_weight: float = 0.5
     ensemble_coeff: float = ENSEMBLE_COEFF
     stale_after_s: float = 1.0
+    # ensemble: the i-th prediction's weight, i = 0, 1, ... (None: exp(-ensemble_coeff * i) in float64)
+    ensemble_weights: np.ndarray | None = None
     _slots: dict[int, _Slot] = field(default_factory=dict, init=False)
     _newest_stamp_s: float = field(default=-math.inf, init=False)
     _last: np.ndarray | None = field(default=None, init=False)
     _merged: tuple[float, np.ndarray] | None = field(default=None, init=False)  # the last chunk merged
+    _sums: tuple | None = field(default=None, init=False)  # (what they are for, weights, their running sums)
 
     def __post_init__(self):
         if self.merge not in MERGE_RULES:
@@ -119,7 +124,8 @@ class ChunkExecutor:
 
     def add(self, chunk: Chunk, now_s: float) -> int:
         """Merge a chunk; returns how many of its steps were dropped as already past."""
-        actions = np.asarray(chunk.actions, float)
+        actions = np.asarray(chunk.actions)
+        actions = actions if np.issubdtype(actions.dtype, np.floating) else actions.astype(float)
         if actions.ndim != 2 or actions.shape[0] == 0 or actions.shape[1] != self.lower.shape[0]:
             raise ValueError(f"chunk must be (steps >= 1, {self.lower.shape[0]}), got {actions.shape}")
         if not np.all(np.isfinite(actions)):
@@ -136,19 +142,32 @@ class ChunkExecutor:
             tick, action = first + k, actions[k]
             slot = self._slots.get(tick)
             if slot is None or self.merge == "replace":
-                self._slots[tick] = _Slot(action.copy(), 1.0)
+                self._slots[tick] = _Slot(action.copy())
             elif self.merge == "average":
-                current = slot.weighted_sum / slot.weight
-                self._slots[tick] = _Slot((1 - self.new_weight) * current + self.new_weight * action, 1.0)
-            else:  # ensemble: the c-th prediction for this tick weighs exp(-coeff * c)
-                weight = math.exp(-self.ensemble_coeff * slot.count)
-                slot.weighted_sum = slot.weighted_sum + weight * action
-                slot.weight += weight
+                self._slots[tick] = _Slot((1 - self.new_weight) * slot.mean + self.new_weight * action)
+            else:  # ensemble: the c-th prediction for this tick weighs w[c], in LeRobot's order of operations
+                weight, before, after = self._ensemble_weights(slot.count)
+                slot.mean = (slot.mean * before + action * weight) / after
                 slot.count += 1
         self._newest_stamp_s = max(self._newest_stamp_s, chunk.stamp_s)
         for tick in [t for t in self._slots if t < now]:
             del self._slots[tick]
         return min(skip, len(actions))
+
+    def _ensemble_weights(self, count: int) -> tuple:
+        """(w[count], W[count - 1], W[count]): the count-th prediction's weight and the running sums of the weights
+        before and with it (summed in float64, then in the weights' dtype, as torch.cumsum sums float32)."""
+        given = self.ensemble_weights
+        if given is not None:
+            if len(given) <= count:
+                raise ValueError(f"ensemble_weights holds {len(given)} weights, a tick has {count + 1} predictions")
+            if self._sums is None or self._sums[0] is not given:
+                self._sums = (given, given, np.cumsum(given.astype(np.float64)).astype(given.dtype))
+        elif self._sums is None or self._sums[0] != ("coeff", self.ensemble_coeff) or len(self._sums[1]) <= count:
+            weights = np.exp(-self.ensemble_coeff * np.arange(max(count + 1, 128)))  # ensemble_coeff may change
+            self._sums = (("coeff", self.ensemble_coeff), weights, np.cumsum(weights))
+        _, weights, sums = self._sums
+        return weights[count], sums[count - 1], sums[count]
 
     def next_command(self, now_s: float, measured: np.ndarray) -> Command:
         """The command for the tick at `now_s`; `measured` joint positions seed the hold at the start."""
@@ -162,7 +181,7 @@ class ChunkExecutor:
             return Command(self._last.copy(), True, "chunk stale")
         if slot is None:
             return Command(self._last.copy(), True, "no step queued")
-        wanted = slot.weighted_sum / slot.weight
+        wanted = slot.mean
         limited = np.clip(wanted, self.lower, self.upper)
         step = self.max_velocity / self.fps
         limited = np.clip(limited, self._last - step, self._last + step)

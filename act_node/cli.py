@@ -28,18 +28,32 @@ from pathlib import Path
 
 from act_node.config import (
     DEFAULT_CAMERAS,
-    EPISODE_STEPS,
     FPS,
-    MERGE_CHOICES,
-    RENDER_CHOICES,
-    SCENE_SOURCES,
     SIM_IMAGE_SIZE,
     TRAIN_IMAGE_SIZE,
     GraphConfig,
 )
 from act_node.envs import make_env as make_pick_env
 from act_node.observation import ENV_LAYOUTS, JOINT_LAYOUTS
+from act_node.settings import SETTINGS
 from act_node.tabletop.env import PickObjectEnv
+
+_TABLE_DEFAULT = object()
+
+
+def graph_flag(parser: argparse.ArgumentParser, flag: str, setting: str, default=_TABLE_DEFAULT, note: str = "",
+               **more):
+    """An act-sim flag that is a graph setting: its type, choices, default and help from the one table
+    (act_node.settings.SETTINGS[setting]); `default`: the command's own where it needs another, `note` saying what
+    it means. tests/test_settings.py fails for a graph flag made otherwise."""
+    entry = SETTINGS[setting]
+    kind = type(entry.default)
+    action = parser.add_argument(flag, type=kind if kind in (int, float) else None, choices=entry.choices,
+                                 default=(entry.default if not isinstance(entry.default, tuple)
+                                          else ",".join(entry.default)) if default is _TABLE_DEFAULT else default,
+                                 help=entry.description + (f" ({note})" if note else ""), **more)
+    action.setting = setting
+    return action
 
 
 def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
@@ -361,32 +375,23 @@ def eval_over_ros(args: argparse.Namespace) -> None:
 def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_IMAGE_SIZE[0],
                       width: int | None = SIM_IMAGE_SIZE[1], cameras: str | None = ",".join(DEFAULT_CAMERAS)) -> None:
     """The table-top's flags; a None default (the size, the cameras) means "the checkpoint's"."""
-    parser.add_argument("--objects", type=int, default=4, help="objects on the table, 1-8")
-    parser.add_argument("--cameras", default=cameras, help="comma-separated: front, top, wrist"
-                        + ("" if cameras else " (default: the checkpoint's)"))
-    parser.add_argument("--height", type=int, default=height,
-                        help="camera image height" + ("" if height else " (default: the checkpoint's)"))
-    parser.add_argument("--width", type=int, default=width,
-                        help="camera image width" + ("" if width else " (default: the checkpoint's)"))
-    parser.add_argument("--target", choices=("selector", "truth"), default="selector",
-                        help="where environment_state's target comes from")
-    parser.add_argument("--scene", choices=SCENE_SOURCES, default="sim",
-                        help="where the selector's objects come from: sim (the simulator's truth) or cameras (the "
-                             "scene reader's reading of the front camera at the episode's start)")
-    parser.add_argument("--scene-reader", default="", metavar="DIR",
-                        help="--scene cameras: a scene reader's folder (default: the package's models/scene_reader)")
-    parser.add_argument("--renderer", choices=RENDER_CHOICES, default="auto",
-                        help="camera renderer: auto (a camera checkpoint's own; else the faster for the image "
-                             "size: TinyRenderer below 32,000 pixels, pybullet's EGL plugin from there where it "
-                             "loads), egl (needs libEGL) or tiny (needs nothing)")
+    graph_flag(parser, "--objects", "objects")
+    theirs = "default: the checkpoint's"
+    graph_flag(parser, "--cameras", "cameras", cameras, "" if cameras else theirs)
+    graph_flag(parser, "--height", "image_height", height, f"default {height}" if height else theirs)
+    graph_flag(parser, "--width", "image_width", width, f"default {width}" if width else theirs)
+    graph_flag(parser, "--target", "target_source")
+    graph_flag(parser, "--scene", "scene")
+    graph_flag(parser, "--scene-reader", "scene_reader", metavar="DIR")
+    graph_flag(parser, "--renderer", "renderer")
 
 
 def add_record_arguments(record: argparse.ArgumentParser) -> None:
     """act-sim record's flags (act-lab record adds its research ones to them)."""
     add_env_arguments(record, *TRAIN_IMAGE_SIZE)
     record.add_argument("--episodes", type=int, default=50, help="episodes to keep (the expert's successes)")
-    record.add_argument("--first-seed", type=int, default=None,
-                        help="default: 0, or with --resume the seed after those already tried")
+    graph_flag(record, "--first-seed", "first_seed", None, "default: 0, or with --resume the seed after those "
+               "already tried")
     record.add_argument("--repo-id", default="local/act_node_pick", help="the dataset's repo_id (stays local)")
     record.add_argument("--root", default="outputs/datasets/act_node_pick", help="the dataset's folder")
     record.add_argument("--keep-failures", action="store_true", help="keep episodes the expert failed")
@@ -437,19 +442,17 @@ def make_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="evaluate a LeRobot checkpoint in the table-top")
     add_env_arguments(evaluate, None, None, cameras=None)
     evaluate.add_argument("--policy.path", dest="policy_path", required=True, help="a pretrained_model folder")
-    evaluate.add_argument("--episodes", type=int, default=None, help="default 10")
-    evaluate.add_argument("--first-seed", type=int, default=None, help="default 1000")
+    graph_flag(evaluate, "--episodes", "episodes", None, "default 10")
+    graph_flag(evaluate, "--first-seed", "first_seed", None, "default 1000")
     evaluate.add_argument("--suite", default=None, metavar="NAME[@VERSION]",
                           help="a fixed, versioned seed set instead of --episodes and --first-seed: pick-4, pick-6, "
                           "pens-and-keys, cluttered (act_node/suites.py; the newest version unless @VERSION)")
-    evaluate.add_argument("--max-steps", type=int, default=EPISODE_STEPS, help="ticks an episode may last")
-    evaluate.add_argument("--n-action-steps", type=int, default=None, help="default: the checkpoint's (1 with "
-                          "temporal ensembling)")
-    evaluate.add_argument("--merge", choices=MERGE_CHOICES, default="auto", help="auto: the checkpoint's own (ACT's "
-                          "temporal ensembling when its config sets temporal_ensemble_coeff, else chunks of "
-                          "n_action_steps); replace: chunks of n_action_steps; ensemble: temporal ensembling with the "
-                          "checkpoint's coefficient or 0.01; average: the graph's executor only (--ros)")
-    evaluate.add_argument("--device", default="cpu", help="where the policy runs: cpu or cuda[:N]")
+    graph_flag(evaluate, "--max-steps", "max_steps")
+    graph_flag(evaluate, "--n-action-steps", "replan_every", None, "default: the checkpoint's, 1 with temporal "
+               "ensembling")
+    graph_flag(evaluate, "--merge", "merge", note="in process and --ros alike: both run "
+               "act_node.chunks.ChunkExecutor")
+    graph_flag(evaluate, "--device", "device", note="cpu or cuda[:N]")
     evaluate.add_argument("--videos", type=int, default=2, help="film the first K episodes, and one episode of each "
                           "way an episode ended (0: film nothing)")
     evaluate.add_argument("--workers", type=int, default=1, help="parallel environments (processes)")
@@ -458,10 +461,8 @@ def make_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--out", default="outputs/eval",
                           help="the folder for report.json, report.png, episodes.jsonl and the videos")
     evaluate.add_argument("--ros", action="store_true", help="drive the episodes through the ROS 2 graph")
-    evaluate.add_argument("--rename_map", default=None, metavar="JSON",
-                          help="which of the sim's cameras feeds each of the checkpoint's, as lerobot-eval's "
-                          "--rename_map: {the env's key: the checkpoint's key}, e.g. '{\"observation.images.front\": "
-                          "\"observation.images.laptop\", \"observation.images.wrist\": \"observation.images.phone\"}'")
+    graph_flag(evaluate, "--rename_map", "rename_map", None, "keys as lerobot-eval's, {the env's key: the "
+               "checkpoint's key}: '{\"observation.images.front\": \"observation.images.laptop\"}'", metavar="JSON")
     evaluate.add_argument("--resume", action="store_true", help="go on from the episodes OUT/episodes.jsonl holds "
                           "(each finished episode is written there), if they ran with these settings and weights")
     evaluate.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",

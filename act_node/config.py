@@ -1,13 +1,14 @@
 """One validated configuration of the graph and its facts, each defined once.
 
 `GraphConfig` is what a user chooses (launch arguments, `act-sim eval` flags, the LeRobot env plugin's
-fields): it checks itself when made, and produces everything downstream from the same values:
+fields): its fields' defaults, descriptions and limits are the one table's (act_node.settings, group "graph");
+it checks itself when made, and produces everything downstream from the same values:
 
     GraphConfig.launch_arguments()      name -> (default text, description): sim.launch.py and act-sim launch
     GraphConfig.from_arguments({...})   launch-argument strings -> a checked config
     config.env_kwargs()                 PickObjectEnv's keyword arguments (in-process eval, the LeRobot plugin)
-    nodes.graph.describe(...)           each node's ROS parameters, taken from these fields
-                                        (act_node.nodes.parameters.from_config: default, description, limits)
+    nodes.graph.describe(...)           each node's ROS parameters, taken from these fields (the nodes
+                                        declare them from the same table: nodes.parameters.declare_node)
 
 Defaults, and why:
 - 30 fps: LeRobot's SO-101 recording rate; the sim steps physics at 240 Hz, 8 substeps a tick.
@@ -33,39 +34,43 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from act_node import so101
 from act_node.checkpoints import (
     checkpoint_ensemble_coeff,
     checkpoint_layout,
     checkpoint_n_action_steps,
     trained_renderer,
 )
-from act_node.chunks import ENSEMBLE_COEFF, MERGE_RULES
+from act_node.chunks import ENSEMBLE_COEFF
 from act_node.observation import requested_kind
-from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, KIND_NAMES, RENDER_CHOICES
+from act_node.settings import (  # noqa: F401 (the graph's constants are read from here too)
+    CHUNK_SIZE,
+    CLOCKS,
+    DEFAULT_CAMERAS,
+    EPISODE_STEPS,
+    FPS,
+    MERGE_CHOICES,
+    POLICIES,
+    REPLAN_EVERY,
+    SCENE_SOURCES,
+    SETTINGS,
+    SHIPPED_MODEL,
+    TARGET_SOURCES,
+    TRAIN_IMAGE_SIZE,
+    text,
+)
+from act_node.table_frame import CAMERA_NAMES, ENV_LAYOUTS, KIND_NAMES, RENDER_CHOICES  # noqa: F401
 
-FPS = 30
-CHUNK_SIZE = 100
-REPLAN_EVERY = 30  # the expert's cadence and the recipes' n_action_steps (a checkpoint's own config wins)
-EPISODE_STEPS = 300
-DEFAULT_CAMERAS = ("front", "wrist")
 SIM_IMAGE_SIZE = (240, 320)
-TRAIN_IMAGE_SIZE = (96, 128)
-POLICIES = ("act", "expert")
-SHIPPED_MODEL = "act_target_tool_yaw"  # models/act_target_tool_yaw: the trained ACT, policy:=act's default checkpoint
-CLOCKS = ("lockstep", "realtime")
-MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of running its chunks
-TARGET_SOURCES = ("selector", "truth")
-# where the selector's objects come from: the simulator's truth (scene/objects from the sim node), or the scene
-# reader's reading of the front camera (act_node.perception.scene; the scene reader node in the graph)
-SCENE_SOURCES = ("sim", "cameras")
 
 
 INFERENCE_ALLOWANCE_S = 0.5  # stale_after_s: how late past its due tick the next chunk may land
 
 
-def _argument(default, description: str, **limits):
-    return field(default=default, metadata={"description": description, **limits})
+def _argument(name: str):
+    """GraphConfig's field `name`: its default, description and limits from the one table (act_node.settings)."""
+    entry = SETTINGS[name]
+    limits = {key: getattr(entry, key) for key in ("low", "high", "choices") if getattr(entry, key) is not None}
+    return field(default=entry.default, metadata={"description": entry.description, **limits})
 
 
 IMAGE_KEY = "observation.images."
@@ -101,62 +106,34 @@ def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class GraphConfig:
-    policy: str = _argument("act", f"act (a checkpoint: the shipped models/{SHIPPED_MODEL} unless checkpoint:= "
-                                   "says) or expert (the scripted expert)", choices=POLICIES)
-    checkpoint: str = _argument("", f"LeRobot pretrained_model folder (policy:=act; empty: the shipped "
-                                    f"models/{SHIPPED_MODEL})")
-    clock: str = _argument("lockstep", "lockstep (the sim waits for the policy) or realtime", choices=CLOCKS)
-    cameras: tuple[str, ...] = _argument(DEFAULT_CAMERAS, f"comma-separated cameras: {', '.join(CAMERA_NAMES)}")
-    rename_map: str = _argument("", "which of the cameras feeds each of the checkpoint's, as lerobot-eval's "
-                                "--rename_map: a JSON object {\"observation.images.<camera>\": "
-                                "\"observation.images.<the checkpoint's camera>\"}; the policy node subscribes under "
-                                "the checkpoint's names, remapped onto camera/<camera>/image_raw (empty: the same "
-                                "names)")
-    image_height: int = _argument(TRAIN_IMAGE_SIZE[0], "camera image height (pixels)", low=8, high=2160)
-    image_width: int = _argument(TRAIN_IMAGE_SIZE[1], "camera image width (pixels)", low=8, high=3840)
-    objects: int = _argument(4, "objects on the table", low=1, high=8)
-    renderer: str = _argument("auto", "the sim's camera renderer: auto (a camera checkpoint's own; else the faster "
-                              "for the image size: tiny below 32,000 pixels a frame, egl from there where it loads), "
-                              "egl (pybullet's EGL plugin; needs libEGL) or tiny (TinyRenderer: needs nothing)",
-                              choices=RENDER_CHOICES)
-    episodes: int = _argument(1, "episodes before the sim stops (0: serve requests forever)", low=0)
-    first_seed: int = _argument(0, "seed of the first episode", low=0)
-    replan_every: int = _argument(0, f"ticks between chunks (0: the checkpoint's n_action_steps, 1 when it "
-                                     f"ensembles; {REPLAN_EVERY} for the expert)", low=0)
-    camera_every: int = _argument(0, "ticks between camera images from the sim: 0 renders only what is consumed "
-                                  "(lockstep, and realtime with policy:=act: the re-plan ticks the policy answers; "
-                                  "realtime otherwise: after each chunk, and after a second without one), 1 every "
-                                  "tick (for RViz's image display or a recorder); a video films every tick anyway",
-                                  low=0)
-    merge: str = _argument("auto", "how the sim (or arm) merges chunks: auto (the checkpoint's own: ACT's temporal "
-                           "ensembling, asked every tick, when its config.json sets temporal_ensemble_coeff, as "
-                           "models/act_target_tool_yaw does; else replace, the expert's too), replace (each chunk "
-                           "replaces the queued steps), average (half and half), ensemble (ACT's temporal "
-                           "ensembling, with the checkpoint's coefficient or ACT's 0.01)", choices=MERGE_CHOICES)
-    max_velocity: float = _argument(so101.MAX_VELOCITY_RAD_S, "joint velocity bound in rad/s applied by the sim's "
-                                    "executor (the STS3215's no-load speed)", low=0.0)
-    max_steps: int = _argument(EPISODE_STEPS, "steps before an episode is cut off", low=1)
-    lockstep_timeout_s: float = _argument(10.0, "lockstep: seconds of wall time without an action before the sim "
-                                          "holds, at fps until actions come again; the episode then counts as "
-                                          "failed (an evaluation waits longer)", low=0.0)
-    respawn: bool = _argument(False, "restart a node other than the sim that exits or dies, 1 s later (launch_ros's "
-                              "respawn); the sim holds meanwhile and the episode it interrupted counts as failed")
-    target_source: str = _argument("selector", "where the target comes from: selector (the selector node) or "
-                                   "truth (the sim's scene)", choices=TARGET_SOURCES)
-    scene: str = _argument("sim", "where the selector's objects come from: sim (the simulator's truth, published by "
-                           "the sim node) or cameras (the scene reader node reads them from the front camera; "
-                           "nothing of the simulator's truth reaches the selector or the policy)",
-                           choices=SCENE_SOURCES)
-    scene_reader: str = _argument("", "scene:=cameras: the scene reader's folder (reader.json, model.safetensors; "
-                                  "'': the package's models/scene_reader)")
-    camera_calibration: str = _argument("", "scene:=cameras: the front camera's calibration file (act-sim "
-                                        "calibrate writes it; '': in the sim, the camera as the sim places it)")
-    device: str = _argument("cpu", "torch device for the policy")
-    threads: int = _argument(0, "torch threads for the policy (0: torch's default, a thread a core; under "
-                             "clock:=realtime in the sim graph one core fewer, which the sim keeps); act-sim eval "
-                             "uses 1, so that in-process and ROS evaluations do the same arithmetic", low=0)
-    video_dir: str = _argument("", "write each episode's result (JSON) and video here")
-    record_video: bool = _argument(True, "write the videos too (false: results only)")
+    """The graph's launch arguments (act_node.settings' group "graph"), checked when made."""
+
+    policy: str = _argument("policy")
+    checkpoint: str = _argument("checkpoint")
+    clock: str = _argument("clock")
+    cameras: tuple[str, ...] = _argument("cameras")
+    rename_map: str = _argument("rename_map")
+    image_height: int = _argument("image_height")
+    image_width: int = _argument("image_width")
+    objects: int = _argument("objects")
+    renderer: str = _argument("renderer")
+    episodes: int = _argument("episodes")
+    first_seed: int = _argument("first_seed")
+    replan_every: int = _argument("replan_every")
+    camera_every: int = _argument("camera_every")
+    merge: str = _argument("merge")
+    max_velocity: float = _argument("max_velocity")
+    max_steps: int = _argument("max_steps")
+    lockstep_timeout_s: float = _argument("lockstep_timeout_s")
+    respawn: bool = _argument("respawn")
+    target_source: str = _argument("target_source")
+    scene: str = _argument("scene")
+    scene_reader: str = _argument("scene_reader")
+    camera_calibration: str = _argument("camera_calibration")
+    device: str = _argument("device")
+    threads: int = _argument("threads")
+    video_dir: str = _argument("video_dir")
+    record_video: bool = _argument("record_video")
     fps: int = FPS
     chunk_size: int = CHUNK_SIZE
 
@@ -326,12 +303,7 @@ def shipped_checkpoint() -> str:
     return str(models_dir() / SHIPPED_MODEL)
 
 
-def _text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(value)
-    return str(value)
+_text = text  # a value as launch-argument text (act_node.settings.text)
 
 
 def _parse(name: str, text: str, default):

@@ -17,13 +17,14 @@ no result: the physics does not depend on rendering.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from act_node import so101
+from act_node.chunks import ENSEMBLE_COEFF, Chunk, ChunkExecutor
 from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.video import caption, step_caption
 
@@ -94,67 +95,66 @@ class Agent(Protocol):
 
 class ChunkAgent:
     """A chunk policy (act_node.policy.ChunkPolicy, or anything `policy(observation, task) -> (chunk, seconds)`)
-    as lerobot-eval runs it: reset each episode, asked again once the first `n_action_steps` of its chunk
-    are executed."""
+    run through the graph's own act_node.chunks.ChunkExecutor: reset each episode, asked every `n_action_steps`
+    ticks, each chunk stamped with its tick and merged by `merge` (act_node.chunks.MERGE_RULES). replace executes
+    each chunk's first `n_action_steps` actions, as lerobot-eval does; ensemble, asked every tick, is ACT's temporal
+    ensembling as LeRobot's ACTPolicy.select_action runs it when its config has `temporal_ensemble_coeff` (the same
+    weights as its ACTTemporalEnsembler: tests/test_chunks.py); average is the graph's half and half. In process the
+    executor bounds nothing (the env clamps to the joint ranges) and never goes stale: the sim waits for the policy.
+    The chunks are unnormalized here, which the weighted mean, being affine, does not mind; with LeRobot's own
+    weights (lerobot_weights) and float32 chunks its arithmetic is ACTPolicy's to the bit."""
 
-    def __init__(self, env: PickObjectEnv, policy, n_action_steps: int):
+    def __init__(self, env: PickObjectEnv, policy, n_action_steps: int, merge: str = "replace",
+                 ensemble_coeff: float = ENSEMBLE_COEFF):
+        if n_action_steps < 1:
+            raise ValueError(f"n_action_steps must be at least 1, got {n_action_steps}")
         self.env, self.policy, self.n_action_steps = env, policy, n_action_steps
-        self.queue: deque[np.ndarray] = deque()
-        self.calls, self.inference_s = 0, 0.0
+        joints = len(so101.JOINT_NAMES)
+        self.executor = ChunkExecutor(env.fps, np.full(joints, -np.inf), np.full(joints, np.inf), np.inf, merge=merge,
+                                      ensemble_coeff=ensemble_coeff, stale_after_s=np.inf)
+        self.start = np.zeros(joints)
+        self.tick, self.calls, self.inference_s = 0, 0, 0.0
+
+    @property
+    def merge(self) -> str:
+        return self.executor.merge
 
     def reset(self, observation: dict) -> None:
         self.policy.reset()
-        self.queue.clear()
-        self.calls, self.inference_s = 0, 0.0
+        self.start = np.asarray(observation.get("agent_pos", np.zeros(len(so101.JOINT_NAMES))), float)
+        self.executor.reset(self.start)  # held should a tick find no step (none does: chunks cover their cadence)
+        self.tick, self.calls, self.inference_s = 0, 0, 0.0
 
     def needs_observation(self) -> bool:
-        return not self.queue
+        return self.tick % self.n_action_steps == 0
 
     def act(self, observation: dict | None) -> np.ndarray:
-        if not self.queue:
+        now_s = self.tick / self.executor.fps
+        if self.needs_observation():
             chunk, seconds = self.policy(observation, self.env.task)
-            self.queue.extend(chunk[:self.n_action_steps])
+            if self.merge == "ensemble" and self.executor.ensemble_weights is None:
+                self.executor.ensemble_weights = lerobot_weights(self.executor.ensemble_coeff, len(chunk))
+            self.executor.add(Chunk(now_s, np.asarray(chunk)), now_s)
             self.calls, self.inference_s = self.calls + 1, self.inference_s + seconds
-        return self.queue.popleft()
+        self.tick += 1
+        return self.executor.next_command(now_s, self.start).positions
 
 
-class EnsembleAgent(ChunkAgent):
-    """A chunk policy with ACT's temporal ensembling, as LeRobot's ACTPolicy.select_action runs it when its config
-    has `temporal_ensemble_coeff`: asked every step, each step's action the weighted mean of every chunk's
-    prediction for it (LeRobot's own ACTTemporalEnsembler; the chunks are unnormalized here, which the mean,
-    being affine, does not mind)."""
+def lerobot_weights(coeff: float, chunk_size: int) -> np.ndarray:
+    """LeRobot's ACTTemporalEnsembler's own weights (chunk_size,) float32, w_i = exp(-coeff * i): with them and float32
+    chunks the executor's ensemble is ACTPolicy.select_action's arithmetic to the bit (tests/test_chunks.py)."""
+    from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
 
-    def __init__(self, env: PickObjectEnv, policy, coeff: float, chunk_size: int):
-        super().__init__(env, policy, 1)
-        from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
-
-        self.ensembler = ACTTemporalEnsembler(coeff, chunk_size)
-
-    def reset(self, observation: dict) -> None:
-        super().reset(observation)
-        self.ensembler.reset()
-
-    def needs_observation(self) -> bool:
-        return True
-
-    def act(self, observation: dict | None) -> np.ndarray:
-        import torch
-
-        chunk, seconds = self.policy(observation, self.env.task)
-        self.calls, self.inference_s = self.calls + 1, self.inference_s + seconds
-        return self.ensembler.update(torch.from_numpy(np.asarray(chunk, dtype=np.float32))[None])[0].numpy()
+    return ACTTemporalEnsembler(coeff, chunk_size).ensemble_weights.numpy()
 
 
-def policy_agent(env: PickObjectEnv, policy, n_action_steps: int, ensemble_coeff: float | None = None) -> ChunkAgent:
-    """A chunk policy as lerobot-eval runs it: its chunks `n_action_steps` at a time, or, given `ensemble_coeff`,
-    ACT's temporal ensembling (asked every step: n_action_steps must be 1, as LeRobot's ACTConfig demands)."""
-    if ensemble_coeff is None:
-        return ChunkAgent(env, policy, n_action_steps)
-    if n_action_steps != 1:
-        raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got n_action_steps "
-                         f"{n_action_steps}: run chunks without it (merge replace) to execute {n_action_steps} steps "
-                         "of each")
-    return EnsembleAgent(env, policy, ensemble_coeff, policy.chunk_size)
+def policy_agent(env: PickObjectEnv, policy, n_action_steps: int, ensemble_coeff: float | None = None,
+                 merge: str | None = None) -> ChunkAgent:
+    """A chunk policy run through the chunk executor, asked every `n_action_steps` ticks: `merge` (default: ensemble
+    given `ensemble_coeff`, ACT's temporal ensembling, else replace, chunks of n_action_steps as lerobot-eval runs
+    them)."""
+    merge = merge or ("replace" if ensemble_coeff is None else "ensemble")
+    return ChunkAgent(env, policy, n_action_steps, merge, ENSEMBLE_COEFF if ensemble_coeff is None else ensemble_coeff)
 
 
 def checkpoint_agent(env: PickObjectEnv, policy) -> ChunkAgent:

@@ -2,9 +2,10 @@
 
 Rollout semantics follow lerobot-eval: the policy is reset at each episode, observations go through the
 checkpoint's preprocessor, the action chunk through its postprocessor, and the first `n_action_steps`
-actions of each chunk are queued and executed before the policy is asked again; a checkpoint whose config sets
-`temporal_ensemble_coeff` is asked every step and runs ACT's temporal ensembling (episodes.EnsembleAgent), as
-ACTPolicy.select_action does. The env steps only when an action is there, so results do not depend on how fast
+actions of each chunk are executed before the policy is asked again; a checkpoint whose config sets
+`temporal_ensemble_coeff` is asked every step and runs ACT's temporal ensembling, as ACTPolicy.select_action does.
+Every chunk goes through the graph's own executor (act_node.chunks.ChunkExecutor, in episodes.ChunkAgent), so each
+merge rule runs here as in the graph. The env steps only when an action is there, so results do not depend on how fast
 the machine is.
 """
 
@@ -80,25 +81,22 @@ def sim_cameras_for(checkpoint_cameras: list[str], rename_map: dict[str, str]) -
 
 def evaluate_episode(env: PickObjectEnv, policy: ChunkPolicy, seed: int, n_action_steps: int,
                      frames: list | None = None, render_every_tick: bool = False,
-                     ensemble_coeff: float | None = None) -> EpisodeResult:
+                     ensemble_coeff: float | None = None, merge: str | None = None) -> EpisodeResult:
     """One seeded episode of the checkpoint (and captioned frames appended to `frames` if given), its chunks
-    `n_action_steps` at a time or, given `ensemble_coeff`, temporally ensembled. The cameras render only when
+    `n_action_steps` at a time or, given `ensemble_coeff`, temporally ensembled (`merge`: any of
+    act_node.chunks.MERGE_RULES, episodes.policy_agent). The cameras render only when
     something consumes the images: the policy at its re-plan ticks, a video every tick (`render_every_tick`
     renders every tick anyway, to show that skipping changes nothing)."""
-    return run_episode(env, policy_agent(env, policy, n_action_steps, ensemble_coeff), seed, frames=frames,
+    return run_episode(env, policy_agent(env, policy, n_action_steps, ensemble_coeff, merge), seed, frames=frames,
                        observe_every_tick=render_every_tick)
 
 
-def execution(config: GraphConfig) -> tuple[int, float | None]:
-    """How `config` runs its checkpoint in process, as lerobot-eval would: (n_action_steps, the temporal ensembling
-    coefficient or None). merge auto is the checkpoint's own (GraphConfig.chunk_merge); ValueError for average,
-    which only the graph's executor does (act-sim eval --ros)."""
+def execution(config: GraphConfig) -> tuple[int, str, float | None]:
+    """How `config` runs its checkpoint in process, as the graph does: (ticks between chunks, the merge rule, the
+    temporal ensembling coefficient or None unless it ensembles). merge auto is the checkpoint's own
+    (GraphConfig.chunk_merge): ACT's temporal ensembling every tick, or chunks of n_action_steps, as lerobot-eval."""
     merge, coeff = config.chunk_merge()
-    if merge == "average":
-        raise ValueError("merge average is the graph's chunk executor's (act-sim eval --ros); in process a checkpoint "
-                         "runs as lerobot-eval runs it: merge replace (chunks of n_action_steps) or ensemble (ACT's "
-                         "temporal ensembling)")
-    return config.replan_ticks(), (coeff if merge == "ensemble" else None)
+    return config.replan_ticks(), merge, (coeff if merge == "ensemble" else None)
 
 
 def make_envs(config: GraphConfig, count: int, envs: list[PickObjectEnv] | None = None) -> list[PickObjectEnv]:
@@ -139,7 +137,8 @@ def worker_episodes(config: GraphConfig, steps: int, seeds: list[int], rename_ma
     (act_node.lockstep), as each ends: the same episodes, bit for bit, as evaluate runs in its own process, so no
     result depends on where it ran."""
     envs, policy = _worker_objects(config, steps, rename_map, max(1, min(slots, len(seeds))))
-    for result, _ in lockstep(envs, policy, seeds, steps, execution(config)[1]):
+    _, merge, coeff = execution(config)
+    for result, _ in lockstep(envs, policy, seeds, steps, coeff, merge=merge):
         yield result.to_dict()
 
 
@@ -210,7 +209,7 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def journal_header(config: GraphConfig, steps: int, coeff: float | None) -> dict:
+def journal_header(config: GraphConfig, steps: int, coeff: float | None, merge: str = "replace") -> dict:
     """What decides an in-process episode's outcome besides its seed: the env's settings, the execution, the
     checkpoint folder's files, the yaw reader's where the layout reads one, the package's sources and the versions
     of torch, pybullet and LeRobot. Not the checkpoint's path, nor the graph's own settings (clock, respawn, ...)."""
@@ -220,8 +219,8 @@ def journal_header(config: GraphConfig, steps: int, coeff: float | None) -> dict
     from act_node.perception.yaw import DEFAULT_READER
 
     env = config.env_kwargs()
-    return {"env": env, "device": config.device, "n_action_steps": steps, "temporal_ensemble_coeff": coeff,
-            "checkpoint": folder_digest(config.checkpoint),
+    return {"env": env, "device": config.device, "n_action_steps": steps, "merge": merge,
+            "temporal_ensemble_coeff": coeff, "checkpoint": folder_digest(config.checkpoint),
             "yaw_reader": folder_digest(models_dir() / DEFAULT_READER)
             if env["environment_layout"] == "target_tool_yaw" else None,
             "act_node": source_digest(),
@@ -310,12 +309,9 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     if rename_map and ray is not None:
         raise ValueError("--rename_map runs in this process or in --workers; Ray tasks take none yet: drop --ray")
     policy = load_policy(config, rename_map)  # fails here, clearly, on a mismatched checkpoint
-    steps, coeff = execution(config)
+    steps, merge, coeff = execution(config)
     if not 1 <= steps <= policy.chunk_size:
         raise ValueError(f"n_action_steps must be 1..{policy.chunk_size} (the chunk size), got {steps}")
-    if coeff is not None and steps != 1:
-        raise ValueError(f"temporal ensembling asks the policy every step (n_action_steps 1), got {steps}: to run "
-                         f"chunks of {steps}, merge replace (act-sim eval --merge replace)")
     if batch < 1:
         raise ValueError(f"batch is the episodes run side by side in a process, at least 1, got {batch}")
     filmed, rest = seeds[:videos], seeds[videos:]
@@ -344,7 +340,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         and their first and last frames for the report's picture), each journalled as it ends."""
         envs[:] = make_envs(config, max(1, min(batch, len(seeds_here))), envs)
         for result, frames in lockstep(envs[:max(1, min(batch, len(seeds_here)))], policy, seeds_here, steps, coeff,
-                                       film=film):
+                                       film=film, merge=merge):
             episode = result.to_dict()
             if frames is None:
                 yield journal.add(episode)
@@ -363,7 +359,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
     filmed_here: set[int] = set()  # seeds filmed by this call
     progress = None
     try:
-        header = journal_header(config, steps, coeff) | ({"rename_map": rename_map} if rename_map else {})
+        header = journal_header(config, steps, coeff, merge) | ({"rename_map": rename_map} if rename_map else {})
         journal = EpisodeJournal(out, header, resume)
         episodes = [e for e in (journal.finished(seed, video(seed) if seed in filmed else None) for seed in seeds)
                     if e is not None]
@@ -418,6 +414,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         **summarize(episodes),
         "mean_inference_s": float(np.mean([e["mean_inference_s"] for e in episodes])),
         "n_action_steps": steps,
+        "merge": merge,
         "temporal_ensemble_coeff": coeff,  # None: chunks of n_action_steps, without ensembling
         "renderer": renderer,
         # which of the sim's cameras each of the checkpoint's cameras is given (--rename_map, else its own name)

@@ -3,8 +3,8 @@
     seeds -> slots (one env each; a slot takes the next seed as soon as its episode ends)
     each tick:  the slots whose agent needs a chunk (all of them under ACT's temporal ensembling)
                 -> their observations stacked -> preprocessor -> ACT -> postprocessor    (ChunkPolicy.chunks)
-                -> (rows, chunk_size, 6) split back, each row to its own slot's agent: its queue of
-                   n_action_steps, or its own temporal ensembler (episodes.ChunkAgent, EnsembleAgent)
+                -> (rows, chunk_size, 6) split back, each row to its own slot's agent: its own
+                   chunk executor (episodes.ChunkAgent: replace, ACT's temporal ensembling, average)
                 -> every slot's Rollout.step(): env.act, then the next observation only where it is read
     -> each episode's EpisodeResult (and its frames, if filmed) as it ends
 
@@ -53,17 +53,18 @@ class _ChunkShare:
 
 
 def lockstep(envs: list[PickObjectEnv], policy, seeds: Iterable[int], n_action_steps: int,
-             ensemble_coeff: float | None = None, film: Iterable[int] = ()
+             ensemble_coeff: float | None = None, film: Iterable[int] = (), merge: str | None = None
              ) -> Iterator[tuple[EpisodeResult, list[np.ndarray] | None]]:
     """The episodes of `seeds`, len(envs) at a time side by side, of `policy` (act_node.policy.ChunkPolicy) run as
-    lerobot-eval runs it (chunks of `n_action_steps`, or ACT's temporal ensembling given `ensemble_coeff`). Yields
+    lerobot-eval runs it (chunks of `n_action_steps`, or ACT's temporal ensembling given `ensemble_coeff`; `merge`:
+    any of act_node.chunks.MERGE_RULES, episodes.policy_agent). Yields
     (result, captioned frames for the seeds in `film`, else None) as each episode ends."""
     if not envs:
         raise ValueError("lockstep needs at least one env")
     queue, film = deque(seeds), set(film)
     pixels = bool(policy.camera_names)  # the policy reads images: every observation renders
     shares = [_ChunkShare(policy.chunk_size) for _ in envs]
-    agents = [policy_agent(env, share, n_action_steps, ensemble_coeff) for env, share in zip(envs, shares)]
+    agents = [policy_agent(env, share, n_action_steps, ensemble_coeff, merge) for env, share in zip(envs, shares)]
     slots: list[Rollout | None] = [None] * len(envs)
     ended: list[tuple[EpisodeResult, list[np.ndarray] | None]] = []  # judged before the slot's env is reset
 

@@ -13,8 +13,8 @@ a tick. `ExecutedAgent` runs an in-process agent's actions through the same exec
 `act-sim record` executes and records is the command the sim node sends, after the limits and the bound.
 Time is sim time: tick / fps, monotonic across episodes (a fresh tick starts each episode, so nothing of
 the last episode's chunks applies). `SimEpisodes` counts holds and clamps per episode and reports them in
-the EpisodeResult; `VideoWriter` encodes finished episodes on a thread of its own, so a ROS executor never
-waits for ffmpeg.
+the EpisodeResult; `EpisodeFilms` writes each episode's result and film, `VideoWriter` encoding them on a thread
+of its own, so a ROS executor never waits for ffmpeg.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from act_node.chunks import Chunk, ChunkExecutor
 from act_node.config import GraphConfig
 from act_node.episodes import EpisodeResult
 from act_node.tabletop.cameras import camera_specs
+from act_node.tabletop.outcomes import MODE_TITLES
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import ObjectState
 from act_node.tabletop.video import Shot, write_film
@@ -235,6 +236,14 @@ class SimEpisodes:
         """The cameras' images now (all, or those named)."""
         return self.table.rig.render(cameras)
 
+    def work_left(self) -> str | None:
+        """What a stop now cuts short (the runner says it on stderr; the exit code stays 0), or None: a count of
+        episodes, or nothing when it serves until stopped (episodes:=0)."""
+        left = self.episodes_left
+        if left is None or left <= 0:
+            return None
+        return f"{left} of {self.config.episodes} episodes not finished"
+
     def close(self) -> None:
         self.table.close()
 
@@ -341,3 +350,43 @@ def result_path(video_dir: Path, result: EpisodeResult) -> Path:
     """Where an episode's JSON (and, with the .mp4 suffix, its video) goes."""
     return Path(video_dir) / f"episode{result.episode}_seed{result.seed}.json"
 
+
+
+def film_outcome(result: EpisodeResult) -> str:
+    """The line under an episode film's last frame: the task and how it ended."""
+    ended = "succeeded" if result.success else "failed"
+    why = f": {MODE_TITLES.get(result.outcome, result.outcome)}," if result.outcome and not result.success else ""
+    return f"episode {result.episode} (seed {result.seed}): {result.task}  {ended}{why} after {result.steps} steps"
+
+
+class EpisodeFilms:
+    """The sim's episodes on disk: each result as JSON under `video_dir` (config.video_dir; none: nothing written)
+    and, with `record_video`, its film, the ticks' frames gathered as they are published and encoded on
+    VideoWriter's thread once the episode ends. `on_written(path, error)` hears of each video."""
+
+    def __init__(self, config: GraphConfig, on_written=None):
+        self.video_dir = Path(config.video_dir) if config.video_dir else None
+        self.filming = self.video_dir is not None and config.record_video
+        self.videos = VideoWriter(config.fps, on_written) if self.filming else None
+        self.frames: list[Shot] = []
+
+    def started(self) -> None:
+        self.frames = []  # an episode cut short by a new one (~/reset, a request) leaves no frames behind
+
+    def shot(self, images: dict, start: EpisodeStart, stamp_s: float) -> None:
+        if self.filming:
+            self.frames.append(Shot(images, f"episode {start.episode}: {start.task}  t {stamp_s:.2f} s"))
+
+    def ended(self, result: EpisodeResult) -> None:
+        """The episode's JSON at its result_path, its video beside it (.mp4); the next episode films afresh."""
+        if self.video_dir is not None:
+            path = result_path(self.video_dir, result)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(result.to_json() + "\n")
+            if self.videos is not None:
+                self.videos.submit(self.frames, path.with_suffix(".mp4"), film_outcome(result))
+        self.frames = []
+
+    def close(self) -> None:
+        if self.videos is not None:
+            self.videos.close()

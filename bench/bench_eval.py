@@ -88,10 +88,11 @@ def one_at_a_time(checkpoint: str, seeds: list[int], objects: int) -> tuple[floa
 
     torch.set_num_threads(1)
     config = GraphConfig(policy="act", checkpoint=checkpoint, objects=objects)
-    steps, coeff = execution(config)
+    steps, merge, coeff = execution(config)
     env, policy = make_env(config), load_policy(config)
     started = time.perf_counter()
-    episodes = {seed: evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff).to_dict() for seed in seeds}
+    episodes = {seed: evaluate_episode(env, policy, seed, steps, ensemble_coeff=coeff, merge=merge).to_dict()
+                for seed in seeds}
     seconds = time.perf_counter() - started
     env.close()
     return seconds, episodes

@@ -36,10 +36,11 @@ from act_node.description import robot_description
 from act_node.nodes.graph import LAUNCH_ARGUMENTS, RESPAWN_DELAY_S, describe, namespace_of
 from act_node.nodes.launch_exits import GraphFailed, node_exited, sim_exited  # noqa: F401 (GraphFailed: tests)
 from act_node.paths import share_dir
+from act_node.settings import launch_arguments
 from act_node.stops import launcher_environment
 from launch import LaunchDescription
 
-VIEWER_ARGUMENTS = {"rviz": ("false", "true: start RViz with the package's config (needs rviz2)")}
+VIEWER_ARGUMENTS = launch_arguments(("viewer",))  # act_node.settings: rviz
 
 
 def graph(context):

@@ -98,3 +98,33 @@ def test_the_same_chunk_twice_is_merged_once():
     assert twice.next_command(1.0, np.zeros(2)).positions == pytest.approx(expected)
     weights = np.exp(-0.5 * np.arange(2))
     assert expected == pytest.approx([np.dot(weights, [0.2, 0.6]) / weights.sum()] * 2)  # both, each once
+
+
+@pytest.mark.parametrize("coeff", [0.01, 0.5, -0.1, 0.0123])
+def test_ensemble_gives_lerobots_actions_for_the_same_chunks(coeff):
+    """ACT's temporal ensembling written once: the executor's ensemble, asked a chunk every tick, gives LeRobot's own
+    ACTTemporalEnsembler's actions for the same chunks, over more ticks than a chunk is long (every tick's mean then
+    holds a chunk's worth of predictions): to the bit with LeRobot's float32 weights and chunks (what in-process
+    evaluation runs), within float32's rounding with its own float64 weights (the graph's, in radians)."""
+    torch = pytest.importorskip("torch")
+    from lerobot.policies.act.modeling_act import ACTTemporalEnsembler
+
+    from act_node.episodes import lerobot_weights
+
+    chunk_size, joints, ticks = 10, 6, 27
+    chunks = np.random.default_rng(0).uniform(-90.0, 90.0, (ticks, chunk_size, joints)).astype(np.float32)
+    theirs = ACTTemporalEnsembler(coeff, chunk_size)
+    theirs.reset()
+    unbounded = dict(lower=np.full(joints, -np.inf), upper=np.full(joints, np.inf), max_velocity=np.inf,
+                     merge="ensemble", ensemble_coeff=coeff, stale_after_s=np.inf)
+    exact = ChunkExecutor(FPS, **unbounded, ensemble_weights=lerobot_weights(coeff, chunk_size))
+    ours = ChunkExecutor(FPS, **unbounded)
+    for tick, chunk in enumerate(chunks):
+        expected = theirs.update(torch.from_numpy(chunk)[None])[0].numpy()
+        for executor in (exact, ours):
+            executor.add(Chunk(tick / FPS, chunk), now_s=tick / FPS)
+        np.testing.assert_array_equal(exact.next_command(tick / FPS, np.zeros(joints)).positions, expected,
+                                      err_msg=f"tick {tick}")
+        command = ours.next_command(tick / FPS, np.zeros(joints))
+        assert not command.held
+        np.testing.assert_allclose(command.positions, expected, rtol=1e-5, atol=1e-4, err_msg=f"tick {tick}")

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from act_node.episodes import ChunkAgent, EnsembleAgent, EpisodeResult, EpisodeStopped, run_episode
+from act_node.episodes import ChunkAgent, EpisodeResult, EpisodeStopped, policy_agent, run_episode
 from act_node.tabletop.env import PickObjectEnv
 from act_node.tabletop.expert import ScriptedExpert
 
@@ -99,7 +99,7 @@ class Counting:
 
 
 def test_temporal_ensembling_averages_every_chunks_prediction_for_a_step(env):
-    agent = EnsembleAgent(env, Counting(), coeff=0.5, chunk_size=4)
+    agent = policy_agent(env, Counting(), 1, ensemble_coeff=0.5)
     observation, _ = env.reset(seed=1)
     agent.reset(observation)
     actions = [agent.act(observation)[0] for _ in range(6)]
@@ -112,6 +112,18 @@ def test_temporal_ensembling_averages_every_chunks_prediction_for_a_step(env):
     assert agent.needs_observation() and agent.calls == 6
 
 
+def test_average_merges_each_chunk_half_and_half_with_the_queued_steps(env):
+    """merge average, the graph's third rule, in process too: asked every 2 ticks, each new chunk's step averaged
+    with what the previous chunks left queued for it."""
+    agent = policy_agent(env, Counting(), 2, merge="average")
+    observation, _ = env.reset(seed=1)
+    agent.reset(observation)
+    actions = [agent.act(observation)[0] for _ in range(6)]
+    # chunk k is k everywhere, 4 steps long: tick 2 has chunk 0's step 2 (0) and chunk 1's step 0 (1) -> 0.5
+    assert actions == pytest.approx([0.0, 0.0, 0.5, 0.5, 1.5, 1.5])
+    assert agent.calls == 3 and agent.merge == "average"
+
+
 def test_the_record_reads_back_and_names_a_wrong_key():
     result = EpisodeResult(7, "pick up the pen", True, 120, 40.5, 1.0, lifted=["pen"])
     assert EpisodeResult.from_dict(json.loads(result.to_json())) == result
@@ -122,12 +134,12 @@ def test_the_record_reads_back_and_names_a_wrong_key():
     assert np.isfinite(result.sum_reward)
 
 
-def test_an_ensembling_agent_is_asked_every_step_and_refuses_a_cadence(env):
-    """policy_agent ensembles only when asked every step, as LeRobot's ACTConfig demands of temporal ensembling."""
-    from act_node.episodes import policy_agent
-
+def test_an_agent_takes_the_merge_rule_it_is_given(env):
+    """policy_agent ensembles given a coefficient, replaces without one, and runs any rule at any cadence, as the
+    graph's executor does."""
     policy = Counting()
-    assert isinstance(policy_agent(env, policy, 1, ensemble_coeff=0.01), EnsembleAgent)
-    assert type(policy_agent(env, policy, 30)) is ChunkAgent
-    with pytest.raises(ValueError, match="temporal ensembling asks the policy every step .* got n_action_steps 30"):
-        policy_agent(env, policy, 30, ensemble_coeff=0.01)
+    assert policy_agent(env, policy, 1, ensemble_coeff=0.01).merge == "ensemble"
+    assert policy_agent(env, policy, 30).merge == "replace"
+    assert policy_agent(env, policy, 30, ensemble_coeff=0.01).merge == "ensemble"
+    with pytest.raises(ValueError, match="merge rule must be one of"):
+        policy_agent(env, policy, 30, merge="median")

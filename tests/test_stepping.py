@@ -1,5 +1,6 @@
 """The sim's clock and episodes without ROS: lockstep readiness, holds, clamps, episode results, videos."""
 
+import json
 import math
 
 import numpy as np
@@ -269,3 +270,25 @@ def test_realtime_renders_at_the_start_after_each_chunk_and_after_a_second_witho
     assert cameras.due(96, 1, "episode 1", CAMERAS, EVERYONE) == CAMERAS
     assert [t for t in range(97, 200) if cameras.due(t, 1, "episode 1", CAMERAS, EVERYONE)] == [196]
     assert cameras.due(197, 197, "episode 2", CAMERAS, EVERYONE) == CAMERAS  # a new episode renders at once
+
+
+def test_episode_films_write_each_result_and_start_each_episode_afresh(tmp_path):
+    """The sim node's episodes on disk: the result's JSON where result_path says, frames only while filming, and an
+    episode cut short by a new one leaves none of its frames to the next film."""
+    from act_node.episodes import EpisodeResult
+    from act_node.stepping import EpisodeFilms, EpisodeStart, result_path
+
+    start = EpisodeStart(1, 7, "pick up the cup", 0.0, [])
+    films = EpisodeFilms(GraphConfig(video_dir=str(tmp_path), record_video=False, **TINY))
+    films.shot({}, start, 0.0)
+    assert not films.filming and films.frames == []
+    result = EpisodeResult(7, "pick up the cup", True, 90, 12.0, episode=1)
+    films.ended(result)
+    assert EpisodeResult.from_dict(json.loads(result_path(tmp_path, result).read_text())) == result
+    filming = EpisodeFilms(GraphConfig(video_dir=str(tmp_path), **TINY))
+    filming.shot({}, start, 0.5)
+    assert filming.frames[0].text == "episode 1: pick up the cup  t 0.50 s"
+    filming.started()
+    assert filming.frames == []
+    filming.close()
+    assert EpisodeFilms(GraphConfig(**TINY)).video_dir is None

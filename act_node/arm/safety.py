@@ -27,7 +27,7 @@ import numpy as np
 
 from act_node import so101
 from act_node.arm.interface import JointReading, ServoStatus
-from act_node.config import FPS
+from act_node.settings import FPS, SETTINGS
 
 # The arm node's default velocity bound; not so101.MAX_VELOCITY_RAD_S, the servo's speed. The sim's executor
 # allows 4.7 rad/s, the STS3215's no-load speed: a loaded SO-101 joint does not reach it, and a goal running
@@ -35,19 +35,20 @@ from act_node.config import FPS
 # bench/bench_arm.py --expert-speeds`) move a body joint at most 1.65 rad/s (wrist_roll; the others <= 1.36);
 # its gripper commands are steps (6.5 rad/s) and get slowed to this bound. 2.0 rad/s leaves the body's motion
 # unclamped and caps a bad chunk at 0.067 rad (3.8 deg) per tick at 30 fps.
-VELOCITY_BOUND_RAD_S = 2.0
+VELOCITY_BOUND_RAD_S = SETTINGS["max_velocity_rad_s"].default
 STATES = ("idle", "running", "stopped", "estopped", "fault")
 
 
 @dataclass
 class SafetyConfig:
+    # the defaults, each with what it is and its range: act_node.settings, the one table the arm node declares from
     fps: float = float(FPS)
-    margin_rad: float = 0.05  # kept off the ends of the calibrated range
-    max_velocity_rad_s: float = VELOCITY_BOUND_RAD_S
-    max_from_measured_rad: float = 0.35  # LeRobot's max_relative_target, in radians (20 degrees)
-    max_failed_reads: int = 3  # in a row: 0.1 s of a blind arm at 30 fps
-    max_tracking_error_rad: float = 0.4
-    tracking_time_s: float = 0.5
+    margin_rad: float = SETTINGS["margin_rad"].default  # kept off the ends of the calibrated range
+    max_velocity_rad_s: float = SETTINGS["max_velocity_rad_s"].default  # VELOCITY_BOUND_RAD_S
+    max_from_measured_rad: float = SETTINGS["max_from_measured_rad"].default  # LeRobot's max_relative_target
+    max_failed_reads: int = SETTINGS["max_failed_reads"].default  # in a row
+    max_tracking_error_rad: float = SETTINGS["max_tracking_error_rad"].default
+    tracking_time_s: float = SETTINGS["tracking_time_s"].default
     track_gripper: bool = False  # a gripper holding an object never reaches its goal: not a fault
 
     def __post_init__(self):

@@ -29,8 +29,7 @@ from act_node import so101
 from act_node.arm.control import ArmController
 from act_node.arm.follower import SO101FollowerArm
 from act_node.arm.safety import SafetyConfig
-from act_node.chunks import COMMAND_SOURCES, ENSEMBLE_COEFF, MERGE_RULES, hold_chunk
-from act_node.config import FPS
+from act_node.chunks import hold_chunk
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     COMMANDS,
@@ -42,47 +41,9 @@ from act_node.nodes.messages import (
     parsed,
     stamped_joint_positions,
 )
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
-
-_SAFETY = SafetyConfig()  # the safety chain's defaults: the one source of the arm's limits
-# SafetyConfig's fields the node takes as parameters, under the same names, with what each is
-SAFETY_PARAMETERS = {
-    "margin_rad": ("radians kept off each end of the calibrated range", 0.0, None),
-    "max_velocity_rad_s": ("joint velocity bound of the commands, rad/s (the servo's own no-load speed is "
-                           f"{so101.MAX_VELOCITY_RAD_S:.1f})", 0.01, None),
-    "max_from_measured_rad": ("largest step of a goal from the measured position, radians (LeRobot's "
-                              "max_relative_target)", 0.001, None),
-    "max_failed_reads": ("failed bus reads in a row before the arm latches a fault", 1, None),
-    "max_tracking_error_rad": ("goal-to-measured error that latches a fault once it lasts tracking_time_s, "
-                               "radians", 0.001, None),
-    "tracking_time_s": ("seconds a tracking error may last before it latches a fault", 0.001, None),
-}
-ARM_PARAMETERS = (
-    Spec("port", "", "the follower's serial port, e.g. /dev/ttyACM0"),
-    Spec("robot_id", "follower", "the robot id its LeRobot calibration file is named after"),
-    Spec("calibration_dir", "", "folder of <robot_id>.json ('': LeRobot's default folder)"),
-    Spec("checkpoint_units", "degrees", "the units of the checkpoint's joints: degrees, gripper 0..100 (LeRobot's "
-         "use_degrees, the default since 0.4.4); the arm refuses others (older datasets' -100..100) and says why"),
-    Spec("fps", float(FPS), "bus ticks a second: read, command, write", low=1.0, high=200.0),
-    Spec("merge", "replace", "chunk merge rule (the launch gives the checkpoint's own: ensemble for one whose "
-         "config sets temporal_ensemble_coeff)", choices=MERGE_RULES),
-    Spec("ensemble_coeff", ENSEMBLE_COEFF, "merge ensemble: ACT's temporal_ensemble_coeff, the i-th prediction for a "
-         "tick weighted exp(-coeff * i), the oldest i = 0 (the launch gives the checkpoint's)"),
-    Spec("stale_after_s", 1.0, "seconds after its stamp that the newest chunk is stale and the arm holds",
-         low=0.0),
-    Spec("dry_run", False, "run everything, but never enable torque nor write a goal"),
-    Spec("status_every", 10, "ticks between servo status reads (voltage, temperature, flags)", low=1),
-    *(Spec(name, getattr(_SAFETY, name), text, low=low, high=high)
-      for name, (text, low, high) in SAFETY_PARAMETERS.items()),
-    Spec("lerobot_max_relative_target_deg", 30.0, "LeRobot's own guard in send_action, degrees (0: off)",
-         low=0.0),
-    Spec("rest_pose", [0.0], "radians per joint to move to on shutdown; one value: no move"),
-    Spec("rest_seconds", 2.0, "seconds for the move to rest_pose", low=0.0),
-    Spec("command_source", "policy", "policy: execute act/action_chunk; leader: follow leader/joint_states (a "
-         "person on a leader arm), through the same executor and safety chain", choices=COMMAND_SOURCES),
-)
-
+from act_node.settings import SAFETY
 
 NOT_SAID = "no step queued"  # a hold the arm node counts on /diagnostics without a log line
 
@@ -91,10 +52,10 @@ class ArmNode(Node):
     def __init__(self, arm=None, **node_options):
         """`arm`: an ArmInterface to drive instead of the SO-101 the parameters name (tests, other arms)."""
         super().__init__("act_so101", **node_options)
-        values = declare_all(self, ARM_PARAMETERS)
+        values = declare_node(self, "act_so101")
         get = values.__getitem__
         self.fps = float(get("fps"))
-        safety = SafetyConfig(fps=self.fps, **{name: values[name] for name in SAFETY_PARAMETERS})
+        safety = SafetyConfig(fps=self.fps, **{name: values[name] for name in SAFETY})
         rest = list(get("rest_pose"))
         if len(rest) not in (1, len(so101.JOINT_NAMES)):
             raise ValueError(f"rest_pose has {len(rest)} values, expected {len(so101.JOINT_NAMES)} (radians) or one "

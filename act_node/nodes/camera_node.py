@@ -22,10 +22,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from act_node.checkpoints import checkpoint_cameras, checkpoint_layout
-from act_node.config import FPS
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, camera_info, serialized_image
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.observation import FrameAge
 from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
@@ -47,20 +46,6 @@ def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
     return cameras[camera]
 
 
-CAMERA_PARAMETERS = (
-    Spec("name", "front", "the camera's name: it publishes camera/<name>/image_raw and camera_info, frame "
-         "<name>_optical"),
-    Spec("device", "0", "an OpenCV index (\"0\"), a device path (/dev/video2) or a video file, played at fps and "
-         "looped (act_node.recorded_camera: a camera stand-in)"),
-    Spec("width", 0, "frame width to ask the camera for, pixels (0: the camera's own)", low=0),
-    Spec("height", 0, "frame height to ask the camera for, pixels (0: the camera's own)", low=0),
-    Spec("fps", float(FPS), "frames a second to ask for and to publish", low=1.0),
-    Spec("checkpoint", "", "a pretrained_model folder: refuse (or resize to) frames of another size than its "
-         "training images ('': no check)"),
-    Spec("resize", False, "resize frames to the checkpoint's size instead of refusing"),
-    Spec("horizontal_fov_deg", 60.0, "horizontal field of view for camera_info (no calibration: a pinhole)",
-         low=1.0, high=179.0),
-)
 
 
 class Captured(np.ndarray):
@@ -103,7 +88,7 @@ def capturing_camera(config):
 class CameraNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_camera", **node_options)
-        values = declare_all(self, CAMERA_PARAMETERS)
+        values = declare_node(self, "act_camera")
         self.name = values["name"]
         self.frame_id = f"{self.name}_optical"
         self.camera = self._open(values["device"], int(values["width"]), int(values["height"]), float(values["fps"]))

@@ -23,7 +23,6 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
-from act_node.config import CHUNK_SIZE, FPS, REPLAN_EVERY
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
@@ -37,23 +36,17 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.observation import requested_kind
 from act_node.tabletop.kinematics import Unreachable
 from act_node.tabletop.planner import plan_for_scene, plan_window
 
-EXPERT_PARAMETERS = (
-    Spec("fps", float(FPS), "ticks a second (the sim's fps)", low=1.0),
-    Spec("chunk_size", CHUNK_SIZE, "steps in each chunk", low=1),
-    Spec("replan_every", REPLAN_EVERY, "ticks between chunks", low=1),
-)
-
 
 class ExpertNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_expert", **node_options)  # e.g. parameter_overrides, for tests
-        values = declare_all(self, EXPERT_PARAMETERS)
+        values = declare_node(self, "act_expert")
         self.fps, self.chunk_size = float(values["fps"]), int(values["chunk_size"])
         self.replan_every = int(values["replan_every"])
         self.episode: tuple[float, str] | None = None

@@ -18,63 +18,23 @@ from dataclasses import dataclass, field
 from act_node.checkpoints import check_checkpoint_folder, checkpoint_layout
 from act_node.config import DEFAULT_CAMERAS, FPS, SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
 from act_node.dds import profile_environment
-from act_node.observation import FRAME_MAX_AGE
 from act_node.perception.scene import READER_CAMERA
+from act_node.settings import SIM_GRAPH, check_argument, launch_arguments
 from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
 from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
 
-# where the graph runs, beside what it does (GraphConfig): name -> (default, description)
-PLACEMENT_ARGUMENTS = {"namespace": ("", "ROS namespace of every node and topic of the graph (two graphs in one "
-                                         "domain: two namespaces); empty: the root")}
-# robot:=so101: a real arm instead of the sim (describe_so101); name -> (default, description)
-ROBOT_ARGUMENTS = {
-    "robot": ("sim", "sim (the PyBullet table-top) or so101 (a follower arm over LeRobot's Feetech bus)"),
-    "port": ("", "so101: the follower's serial port, e.g. /dev/ttyACM0"),
-    "id": ("follower", "so101: the robot id its LeRobot calibration file is named after"),
-    "calibration_dir": ("", "so101: folder of <id>.json ('' : LeRobot's default)"),
-    "dry_run": ("false", "so101: run everything but never enable torque nor write a goal"),
-    "camera_devices": ("", "so101: one OpenCV index or path per camera, comma-separated ('': no camera nodes)"),
-    "resize": ("false", "so101: resize camera frames to the checkpoint's size instead of refusing"),
-    "task": ("", "so101: the task text the run starts with"),
-    "target_topic": ("target/point", "so101: where the target point comes from, e.g. /clicked_point (RViz)"),
-    "rest_pose": ("", "so101: comma-separated radians to move to on shutdown ('': no move)"),
-}
-# robot:=so101: which camera frame a joint state (the policy) or a command (the recorder) takes, the cameras running
-# on their own clocks (act_node.observation.FrameBounds); the sim's streams all carry the tick's stamp and match
-# exactly. name -> (default, description)
-FRAME_ARGUMENTS = {
-    "camera_fps": ("", "so101: each camera's frames a second, comma-separated in the order of cameras (its camera "
-                   "node's rate, and the period frame_max_age counts in); '': fps for every camera"),
-    "frame_max_age": (f"{FRAME_MAX_AGE:g}", "so101: the oldest camera frame a joint state or a command takes, in that "
-                      "camera's periods (1 / camera_fps), beyond frame_skew_s: each takes each camera's newest frame "
-                      "within it (the policy's and the recorder's frame_max_age)"),
-    "frame_skew_s": ("0.01", "so101: seconds a camera frame may be stamped after the joint states or the command and "
-                     "still be theirs (the clocks' jitter; the policy's and the recorder's skew_s)"),
-}
-# teleoperation and recording, for robot:=sim and robot:=so101 alike; name -> (default, description)
-RECORD_ARGUMENTS = {
-    "teleop": ("", "leader: a person moves a leader SO-101 (the leader node) and the sim or the follower follows "
-                   "through the same safety chain; no policy runs ('': the policy or the expert drives)"),
-    "leader_port": ("", "teleop:=leader: the leader arm's serial port, e.g. /dev/ttyACM1"),
-    "leader_id": ("leader", "teleop:=leader: the id its LeRobot calibration file is named after"),
-    "record": ("", "record the graph's demonstrations into this LeRobotDataset folder (the recorder node; "
-                   "'': no recording)"),
-    "repo_id": ("local/act_node_demonstrations", "record: the dataset's repo id"),
-    "resume": ("false", "record: append to the dataset at record:= instead of starting one"),
-    "keep_failures": ("false", "record, sim: keep the episodes that failed too"),
-    "environment_layout": ("target", "record, sim: observation.environment_state's layout, target (10 numbers) or "
-                                     "target_tool (13: and the tool relative to the target)"),
-    "await_nodes": ("", "sim: node names, comma-separated, that must subscribe the joint command, joint states and "
-                        "cameras before the first episode starts, besides the recorder (a `ros2 bag record` of them "
-                        "is rosbag2_recorder)"),
-}
+# where the graph runs, beside what it does (GraphConfig); robot:=so101's arm; which camera frame a joint state (the
+# policy) or a command (the recorder) takes on an arm, the cameras on their own clocks (the sim's streams all carry
+# the tick's stamp and match exactly); teleoperation and recording. name -> (default, description), each from the
+# one table (act_node.settings), checked there by check_argument
+PLACEMENT_ARGUMENTS = launch_arguments(("placement",))
+ROBOT_ARGUMENTS = launch_arguments(("robot",))
+FRAME_ARGUMENTS = launch_arguments(("frames",))
+RECORD_ARGUMENTS = launch_arguments(("record",))
 LAUNCH_ARGUMENTS = {**GraphConfig.launch_arguments(), **PLACEMENT_ARGUMENTS, **ROBOT_ARGUMENTS, **FRAME_ARGUMENTS,
                     **RECORD_ARGUMENTS}
 NAMESPACE = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)+$")
-# the launch arguments the sim node takes as parameters, under the same names
-SIM_PARAMETERS = ("objects", "cameras", "image_height", "image_width", "clock", "merge", "replan_every",
-                  "max_velocity", "max_steps", "target_source", "first_seed", "episodes", "video_dir", "record_video",
-                  "lockstep_timeout_s", "camera_every", "renderer")
+SIM_PARAMETERS = SIM_GRAPH  # the launch arguments the sim node takes as parameters, under the same names
 TRUTH_TOPIC = "scene/truth"  # scene:=cameras: the sim's own scene/objects (RViz beside the reading; the expert)
 STOP_S = 10.0  # how long a node may take to stop after SIGINT before it gets SIGTERM, then after SIGTERM
 START_GAP_S = 0.5  # between starting two nodes, so the sim (started last) finds the others listening
@@ -108,6 +68,9 @@ def describe(**overrides: str) -> list[NodeSpec]:
     """The graph for these launch arguments (strings, as on a command line)."""
     overrides = dict(overrides)
     refuse_unknown_arguments(overrides, LAUNCH_ARGUMENTS)
+    for name, value in overrides.items():  # GraphConfig checks its own; the rest here, each by the table
+        if name not in GraphConfig.launch_arguments():
+            check_argument(name, value)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
     frames = frame_bounds({name: str(overrides.pop(name, default)) for name, (default, _) in FRAME_ARGUMENTS.items()},

@@ -26,16 +26,9 @@ from act_node.arm.interface import ArmError
 from act_node.arm.leader import SO101LeaderArm
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import SENSOR, joint_state_message
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 
-LEADER_PARAMETERS = (
-    Spec("port", "", "the leader's serial port, e.g. /dev/ttyACM1"),
-    Spec("robot_id", "leader", "the teleoperator id its LeRobot calibration file is named after "
-         "(lerobot-calibrate --teleop.id)"),
-    Spec("calibration_dir", "", "folder of <robot_id>.json ('': LeRobot's default folder for SO leaders)"),
-    Spec("fps", 60.0, "reads a second, each published on leader/joint_states", low=1.0, high=200.0),
-)
 SLOW_RATE = 0.9  # a measured rate under this share of fps is a warning on /diagnostics
 
 
@@ -52,7 +45,7 @@ class LeaderNode(Node):
         """`leader`: an object with connect(), read() -> JointReading and close() to use instead of the
         SO-101 leader the parameters name (tests, other teleoperators)."""
         super().__init__("act_leader", **node_options)
-        values = declare_all(self, LEADER_PARAMETERS)
+        values = declare_node(self, "act_leader")
         self.fps = float(values["fps"])
         if leader is None:
             if not values["port"]:

@@ -1,57 +1,45 @@
-"""Parameters declared one way, with descriptors: what each is, its range or allowed values, and whether it can
-change while the node runs. `ros2 param describe` shows them.
+"""Parameters declared one way, from the one table (act_node.settings), with descriptors: what each is, its range or
+allowed values, and whether it can change while the node runs. `ros2 param describe` shows them.
 
-Each node lists its parameters once, as `Spec`s (the arm's, the camera's, the policy's ...), or takes them from
-GraphConfig, the one source of the graph's launch arguments (`from_config`: the same default, description and
-limits); `declare_all` declares a list and returns the values. A set of a read-only one is refused by rclpy
-("Trying to set a read-only parameter"); a set of a changeable one goes through the node's own check
-(`refuse`) before it takes effect, and a value out of range is refused by rclpy with the range.
+`declare_node(node, name)` declares every parameter act_node.settings.NODES lists for that node, with the table's
+default, description and limits (or the node's override there, which says why) and returns the values. A set of a
+read-only one is refused by rclpy ("Trying to set a read-only parameter"); a set of a changeable one goes through
+the node's own check (`refuse`) before it takes effect, and a value out of range is refused by rclpy with the range.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
-from act_node.config import GraphConfig
+from act_node.settings import CHANGEABLE as CHANGEABLE_PARAMETERS
+from act_node.settings import COMPUTED, OVERRIDES, node_parameters
 
 FIXED = " Read-only: fixed at start (relaunch to change)."
 CHANGEABLE = " Changeable at run time (ros2 param set)."
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One parameter: its name, default (its type too), what it is, and its range or allowed values."""
-
-    name: str
-    default: Any
-    description: str
-    low: float | None = None
-    high: float | None = None
-    choices: tuple[str, ...] | None = None
-    changeable: bool = False
-
-
-def from_config(name: str, changeable: bool = False) -> Spec:
-    """GraphConfig's field `name` as a parameter: its default, description and limits (a tuple as a list)."""
-    fields = {spec.name: spec for spec in dataclasses.fields(GraphConfig)}
-    if name not in fields or "description" not in fields[name].metadata:
-        raise KeyError(f"GraphConfig has no launch argument {name!r}")
-    meta, default = fields[name].metadata, fields[name].default
-    return Spec(name, list(default) if isinstance(default, tuple) else default, meta["description"],
-                meta.get("low"), meta.get("high"), meta.get("choices"), changeable)
-
-
-def declare_all(node: Node, specs: Sequence[Spec]) -> dict[str, Any]:
-    """Declare every spec on `node`; {name: value} (a launch override or the default)."""
-    return {spec.name: declare(node, spec.name, spec.default, spec.description, changeable=spec.changeable,
-                               low=spec.low, high=spec.high, choices=spec.choices) for spec in specs}
+def declare_node(node: Node, name: str, computed=None) -> dict:
+    """Declare every parameter of the node `name` (act_node.settings.NODES) on `node`; {parameter: value} (a launch
+    override or the default). `computed(values) -> {parameter: default}`: the defaults the node works out at start
+    from the others' values (called once), where the table's override says COMPUTED; those are declared last."""
+    entries = node_parameters(name)
+    values, given = {}, None
+    for entry in sorted(entries, key=lambda entry: entry.default is COMPUTED):  # stable: the table's order else
+        default = entry.default
+        if default is COMPUTED:
+            given = given if given is not None else (computed(values) if computed is not None else {})
+            if entry.name not in given:
+                raise KeyError(f"{name}'s parameter {entry.name} has a computed default "
+                               f"({OVERRIDES[(name, entry.name)].reason}): declare_node needs it from `computed`")
+            default = given[entry.name]
+        values[entry.name] = declare(node, entry.name, list(default) if isinstance(default, tuple) else default,
+                                     entry.description, changeable=entry.name in CHANGEABLE_PARAMETERS.get(name, ()),
+                                     low=entry.low, high=entry.high, choices=entry.choices)
+    return {entry.name: values[entry.name] for entry in entries}
 
 
 def declare(node: Node, name: str, default, description: str, *, changeable: bool = False, low=None, high=None,

@@ -30,48 +30,14 @@ from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.nodes import messages
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR
-from act_node.nodes.parameters import Spec, declare_all, from_config
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
-from act_node.observation import FRAME_MAX_AGE
 from act_node.policy_inputs import Observer, camera_roles, frame_size_line, load_policy, renderer_mismatch
 from act_node.policy_schedule import PolicySchedule, PolicyStats  # noqa: F401 (PolicyStats: importable from here)
-
-POLICY_PARAMETERS = (
-    Spec("checkpoint", "", "LeRobot pretrained_model folder"),
-    from_config("device"),
-    from_config("threads"),
-    Spec("cameras", list(DEFAULT_CAMERAS), "the cameras the checkpoint was trained on, each read from "
-         "camera/<name>/image_raw"),
-    Spec("joint_names", list(so101.JOINT_NAMES), "joint_states names in the checkpoint's state order"),
-    Spec("fps", float(FPS), "ticks a second: chunk steps are 1/fps apart", low=1.0),
-    Spec("skew_s", 0.01, "seconds within which stamps count as one instant: a camera frame stamped up to this much "
-         "after the joint states may be theirs (the clocks' jitter)", low=0.0, high=1.0),
-    Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a joint state takes, in that camera's periods "
-         "(1 / camera_fps) before the joint states' stamp, beyond skew_s: each joint state takes "
-         "each camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the joint "
-         "states' own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
-    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
-         "frame_max_age counts in ([0.0]: fps for every camera)"),
-    Spec("infer", "every_n", "every_n: answer one observation each replan_every ticks, the checkpoint's "
-         "n_action_steps (the sim under both clocks, an arm); latest: the newest whenever free",
-         choices=("every_n", "latest")),
-    from_config("replan_every"),
-    Spec("use_target", True, "feed target/point and the task's requested kind as environment_state when the "
-         "checkpoint takes it"),
-    Spec("task", "", "the run's task text when run_on_start"),
-    Spec("run_on_start", False, "an arm without the sim: run from the start (else on act/run or episode/start)"),
-    Spec("stale_s", 1.0, "seconds an observation may lie behind the newest joint state or the clock, or wait for a "
-         "silent camera or joint_states, before it is refused as stale", low=0.01),
-    Spec("ahead_s", 1.0, "seconds a camera frame may be stamped after its joint states (or a message after the "
-         "clock) before it is refused as impossible", low=0.01),
-    Spec("jump_back_s", 1.0, "seconds the joint states' stamps or the clock may go back before it counts as a jump "
-         "back (a bag played in a loop): the run's state resets", low=0.01),
-)
 
 # how long destroy_node waits for the inference thread to finish the answer it is computing (one forward pass)
 STOP_INFERENCE_S = 10.0
@@ -82,7 +48,7 @@ class PolicyNode(Node):
 
     def __init__(self, **node_options):
         super().__init__("act_policy", **node_options)  # e.g. parameter_overrides, for tests
-        values = declare_all(self, POLICY_PARAMETERS)
+        values = declare_node(self, "act_policy")
         # each camera's images arrive on camera/<name>/image_raw: remap that name for another driver's topic
         self.cameras = list(values["cameras"])
         self.joint_names, self.fps = tuple(values["joint_names"]), float(values["fps"])

@@ -38,7 +38,6 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
-from act_node.config import DEFAULT_CAMERAS, FPS
 from act_node.nodes.diagnostics import Diagnostics, Report
 from act_node.nodes.messages import (
     COMMANDS,
@@ -55,38 +54,9 @@ from act_node.nodes.messages import (
     stamped_joint_positions,
     target_point,
 )
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
-from act_node.observation import FRAME_MAX_AGE, JOINT_LAYOUTS
 from act_node.recording import Recorder, RecorderSettings
-
-RECORDER_PARAMETERS = (
-    Spec("root", "", "the dataset folder (LeRobotDataset v3); it must not exist yet unless resume:=true"),
-    Spec("repo_id", "local/act_node_demonstrations", "the dataset's repo id (a name; nothing is uploaded)"),
-    Spec("resume", False, "append to the dataset at root (its cameras, sizes and fps must match)"),
-    Spec("cameras", list(DEFAULT_CAMERAS), "the cameras to record, each from camera/<name>/image_raw"),
-    Spec("fps", float(FPS), "the dataset's frames a second: the rate of act/joint_command", low=1.0),
-    Spec("use_target", True, "record target/point and the task's kind as observation.environment_state"),
-    Spec("environment_layout", JOINT_LAYOUTS[0], "environment_state's layout: target (10: the target's place and "
-         "the request) or target_tool (13: and the tool relative to the target, from the joints); target_tool_yaw "
-         "is recorded by act-sim record (it runs the yaw reader)", choices=JOINT_LAYOUTS),
-    Spec("robot_type", "so101_sim", "the dataset's robot_type (so101_sim, so101_follower, ...)"),
-    Spec("keep_failures", False, "sim: keep the episodes that failed too"),
-    Spec("task", "", "the task text ~/start records an episode with"),
-    Spec("skew_s", 0.005, "seconds within which stamps count as one instant: the joint states of a command's stamp, "
-         "and a camera frame stamped up to this much after the command (the clocks' jitter)", low=0.0, high=1.0),
-    Spec("frame_max_age", FRAME_MAX_AGE, "the oldest camera frame a command takes, in that camera's periods "
-         "(1 / camera_fps) before the command's stamp, beyond skew_s: each command takes each "
-         "camera's newest frame within it (cameras on their own clocks, an arm's); 0: only frames of the command's "
-         "own stamp (the sim, whose streams all carry the tick's stamp)", low=0.0, high=100.0),
-    Spec("camera_fps", [0.0], "each camera's frames a second, in the order of cameras: its period is what "
-         "frame_max_age counts in ([0.0]: fps for every camera)"),
-    Spec("late_s", 0.5, "seconds of newer messages after which a frame still missing a part is given up",
-         low=0.01),
-    Spec("max_incomplete", 0.05, "the share of an episode's frames that may be given up before it is dropped",
-         low=0.0, high=1.0),
-)
-
 
 # the longest ~/stop waits for its episode to be written (the frames settle in a moment; saving the videos of a
 # long episode at 480x640 takes many seconds)
@@ -96,7 +66,7 @@ STOP_ANSWER_S = 120.0
 class RecorderNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_recorder", **node_options)
-        values = declare_all(self, RECORDER_PARAMETERS)
+        values = declare_node(self, "act_recorder")
         if not values["root"]:
             raise ValueError("parameter 'root' is empty: give the dataset folder to record into")
         # LeRobot's dataset module: seconds to load, so before anything is subscribed. Its import warns, with six

@@ -40,33 +40,17 @@ from act_node.nodes.messages import (
     parsed,
     scene_markers,
 )
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.perception.scene import HALF_HEIGHT_M, CameraCalibration, SceneReader
 from act_node.table_frame import TABLE_FRAME
 from act_node.tabletop.objects import KINDS
 
-READ_ON = ("request", "every")
-READER_PARAMETERS = (
-    Spec("model", "", "the scene reader's folder (reader.json, model.safetensors); empty: the package's "
-         "models/scene_reader"),
-    Spec("camera", "front", "the camera read: camera/<camera>/image_raw and camera_info"),
-    Spec("calibration", "", "the camera's calibration file (act-sim calibrate); empty: the sim's front camera as "
-         "the sim places it (exact in the sim, wrong anywhere else)"),
-    Spec("read_on", "request", "request: one reading per episode/start or target/request, of the first frame "
-         "stamped at or after it; every: each frame, at most one each period_s", choices=READ_ON),
-    Spec("period_s", 0.5, "read_on every: seconds between readings (0: every frame)", low=0.0),
-    Spec("silent_after_s", 2.0, "seconds without a frame (wall time) before /diagnostics calls the camera silent",
-         low=0.1),
-    Spec("threads", 1, "torch threads for the reader (0: torch's default)", low=0),
-    Spec("read_at_start", False, "read_on request: read the first frame too (an arm started with a task)"),
-)
-
 
 class SceneReaderNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_scene_reader", **node_options)  # e.g. parameter_overrides, for tests
-        values = declare_all(self, READER_PARAMETERS)
+        values = declare_node(self, "act_scene_reader")
         self.values = values
         self.reader = SceneReader.load(values["model"] or None, threads=values["threads"] or None)
         self.calibration = CameraCalibration.load(values["calibration"]) if values["calibration"] else None

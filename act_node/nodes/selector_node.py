@@ -28,7 +28,7 @@ from act_node.nodes.messages import (
     point_message,
     scene_objects,
 )
-from act_node.nodes.parameters import Spec, declare_all
+from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.observation import requested_kind
 from act_node.table_frame import TABLE_FRAME
@@ -37,17 +37,12 @@ ANCHOR = Point(x=0.5, y=0.0, z=0.02)  # where the attention lines start: the tab
 MAX_LINE_M = 0.02  # line width for a weight of 1
 
 
-SELECTOR_PARAMETERS = (
-    Spec("model", "", "a selector folder (selector.json, model.safetensors); empty: the package's "
-         "models/selector_lookup"),
-    Spec("task", "", "the request from the start, as a task text ('pick up the cup'; an arm started with a task)"),
-)
 
 
 class SelectorNode(Node):
     def __init__(self, **node_options):
         super().__init__("act_selector", **node_options)  # e.g. parameter_overrides, for tests
-        values = declare_all(self, SELECTOR_PARAMETERS)
+        values = declare_node(self, "act_selector")
         self.selector = Selector.load(values["model"] or None)
         self.request: str | None = requested_kind(values["task"]) or None
         self.scene: tuple[float, list] | None = None
