@@ -186,7 +186,7 @@ def test_with_scene_cameras_the_target_comes_from_the_reading_never_from_the_sim
         config = ReaderConfig()
         images: list = []
 
-        def read(self, image, calibration):
+        def read(self, image, calibration=None):
             self.images.append(image)
             return [SeenObject(kind, 0.3 + 0.05 * i, 0.1 + 0.02 * i, 0.0, 0.9, 0.0, 0.0)
                     for i, kind in enumerate(KIND_NAMES)]

@@ -15,16 +15,29 @@ from visualization_msgs.msg import Marker, MarkerArray
 from act_node.nodes import messages
 from act_node.nodes.diagnostics import ERROR, Report
 from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR
-from act_node.perception.scene import CameraCalibration, ReaderConfig, SceneReader, network
+from act_node.perception.scene import CameraCalibration, ReaderConfig, SceneReader, SeenObject, network
 from act_node.table_frame import KIND_NAMES, TABLE_FRAME
 
 
 @pytest.fixture(scope="module")
 def eager_reader(tmp_path_factory):
-    """An untrained reader that reports every kind (threshold 0): the node's plumbing, not the reading."""
+    """An untrained reader's folder: what the node loads (the tests then read through PlacedReader)."""
     folder = tmp_path_factory.mktemp("reader")
     SceneReader(network(8), ReaderConfig(width=8, threshold=0.0)).save(folder)
     return folder
+
+
+class PlacedReader:
+    """Reads every kind at a place of its own whatever the frame shows: the node's plumbing, not the network."""
+
+    def __init__(self, config):
+        self.config = config
+        self.calibrations = []
+
+    def read(self, image, calibration=None):
+        self.calibrations.append(calibration)
+        return [SeenObject(kind, 0.3 + 0.05 * i, 0.1 + 0.02 * i, 0.1 * i, 0.9, 10.0, 20.0)
+                for i, kind in enumerate(KIND_NAMES)]
 
 
 def start(ros, namespace: str, model, **parameters):
@@ -32,6 +45,7 @@ def start(ros, namespace: str, model, **parameters):
 
     node = SceneReaderNode(namespace=namespace, parameter_overrides=[
         Parameter("model", value=str(model)), *(Parameter(k, value=v) for k, v in parameters.items())])
+    node.reader = PlacedReader(node.reader.config)
     probe = Node("scene_probe", namespace=namespace)
     scenes: list[MarkerArray] = []
     probe.create_subscription(MarkerArray, "scene/objects", scenes.append, LATCHED)
@@ -64,7 +78,9 @@ def test_it_reads_the_first_frame_at_or_after_an_episode_start_and_publishes_the
         pub["image"].publish(frame(5.0))
         assert wait_for(lambda: scenes), "no scene/objects after the episode's first frame"
         markers = scenes[-1].markers
-        assert [m.text for m in markers] == list(KIND_NAMES)  # threshold 0: every kind, in the kinds' order
+        assert [m.text for m in markers] == list(KIND_NAMES)
+        np.testing.assert_allclose([(m.pose.position.x, m.pose.position.y) for m in markers],
+                                   [(0.3 + 0.05 * i, 0.1 + 0.02 * i) for i in range(len(KIND_NAMES))])
         assert all(m.header.frame_id == TABLE_FRAME and messages.seconds_of(m.header.stamp) == 5.0 for m in markers)
         assert all(m.ns == "episode_3" and m.action == Marker.ADD for m in markers)
         stamp, objects = messages.scene_objects(scenes[-1])  # what the selector parses

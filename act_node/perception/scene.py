@@ -295,9 +295,12 @@ class SceneReader:
         x = F.interpolate(x, size=self.config.image_size, mode="bilinear", align_corners=False, antialias=True)
         return x[0].permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy()
 
-    def read(self, image: np.ndarray, calibration: CameraCalibration) -> list[SeenObject]:
-        """One image (H, W, 3) uint8 and its camera's calibration (at that size) -> the kinds seen."""
+    def read(self, image: np.ndarray, calibration: CameraCalibration | None = None) -> list[SeenObject]:
+        """One image (H, W, 3) uint8 and its camera's calibration (at that size; None: the sim's camera as the sim
+        places it, exact there and wrong anywhere else) -> the kinds seen."""
         height, width = self.config.image_size
+        if calibration is None:
+            calibration = CameraCalibration.of_sim(height, width, self.config.camera)
         calibration = calibration.scaled(height, width)
         return self.objects(self.maps(self.prepare(image)[None])[0], calibration)
 

@@ -27,7 +27,6 @@ from act_node import so101
 from act_node.attention.selector import Selector
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SCENE_SOURCES, SIM_IMAGE_SIZE, TARGET_SOURCES
 from act_node.observation import TOOL_NAMES, YAW_NAMES, build_observation, environment_state_names
-from act_node.perception.scene import CameraCalibration
 from act_node.table_frame import TABLE_SIZE_M, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 from act_node.tabletop.cameras import CameraRig, camera_specs
 from act_node.tabletop.scene import Scene
@@ -79,7 +78,6 @@ class PickObjectEnv(gym.Env):
             height, width = scene_reader.config.image_size
             self.scene_rig = CameraRig(self.table.world, self.table.robot,
                                        camera_specs((scene_reader.config.camera,), height, width))
-            self.scene_calibration = CameraCalibration.of_sim(height, width, scene_reader.config.camera)
         if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.perception.yaw)
             self.yaw_reader = yaw_reader
             self.yaw_rig = CameraRig(self.table.world, self.table.robot,
@@ -119,7 +117,7 @@ class PickObjectEnv(gym.Env):
                          request=options.get("request", self.fixed_request))
         if self.scene_source == "cameras":  # read once, before anything moved, as the graph's reader is asked
             image = self.scene_rig.render(tiny=True)[self.scene_reader.config.camera]
-            self.seen = self.scene_reader.read(image, self.scene_calibration)
+            self.seen = self.scene_reader.read(image)  # through the sim's camera as placed
             self.target = self.table.task.choose_target(self.selector, [(o.kind, o.x, o.y) for o in self.seen])
         else:
             self.target = self.table.task.choose_target(self.selector)
