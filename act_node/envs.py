@@ -23,6 +23,15 @@ def yaw_reader():
     return _READER
 
 
+def scene_reader(folder: str = ""):
+    """A scene reader (models/scene_reader for ''), loaded on first use and kept for the process."""
+    if folder not in _SCENE_READERS:
+        from act_node.perception.scene import SceneReader
+
+        _SCENE_READERS[folder] = SceneReader.load(folder or None)
+    return _SCENE_READERS[folder]
+
+
 def make_env(**kwargs) -> PickObjectEnv:
     """PickObjectEnv(**kwargs), given models/yaw_reader when the layout is target_tool_yaw and none is given, and
     the scene reader (`scene_reader_model`, a folder; '': models/scene_reader) when scene is 'cameras'."""
@@ -30,9 +39,5 @@ def make_env(**kwargs) -> PickObjectEnv:
         kwargs["yaw_reader"] = yaw_reader()
     folder = kwargs.pop("scene_reader_model", "") or ""
     if kwargs.get("scene") == "cameras" and kwargs.get("scene_reader") is None:
-        from act_node.perception.scene import SceneReader
-
-        if folder not in _SCENE_READERS:
-            _SCENE_READERS[folder] = SceneReader.load(folder or None)
-        kwargs["scene_reader"] = _SCENE_READERS[folder]
+        kwargs["scene_reader"] = scene_reader(folder)
     return PickObjectEnv(**kwargs)

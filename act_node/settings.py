@@ -185,6 +185,8 @@ _TABLE = [
        choices=COMMAND_SOURCES),
     _s("republish_s", 0.5, "lockstep: seconds between re-sent observations while waiting", low=0.01),
     _s("autostart", True, "start the first episode by itself"),
+    _s("publish_truth", True, "publish the objects as they stand on scene/objects (scene:=cameras remaps it to "
+       "scene/truth); false: no such publisher at all, for checking that nothing downstream needs the truth"),
     _s("await_subscriber", "", "autostart only once the nodes of these names (comma-separated) subscribe "
        "act/joint_command, joint_states and the cameras (record:= waits for act_recorder, so no frame of the first "
        "episode goes unheard; await_nodes:= adds others; '': no wait)"),
@@ -257,7 +259,7 @@ def _same(*names: str) -> dict[str, str]:
 
 # what each node declares: parameter name -> the setting it is
 NODES: dict[str, dict[str, str]] = {
-    "act_sim": {**_same(*SIM_GRAPH, "stale_after_s", "ensemble_coeff", "republish_s", "autostart",
+    "act_sim": {**_same(*SIM_GRAPH, "stale_after_s", "ensemble_coeff", "republish_s", "autostart", "publish_truth",
                         "await_subscriber", "await_driver", "command_source")},
     "act_so101": {**_same("port"), "robot_id": "id", **_same("calibration_dir", "checkpoint_units", "fps", "merge",
                                                              "ensemble_coeff", "stale_after_s", "dry_run",

@@ -64,7 +64,7 @@ class SimNode(Node):
             drawn = self.sim.table.world.client.name
             self.log.info(f"cameras {[c.name for c in self.cameras]} drawn with {drawn} "
                           f"(renderer:={self.get_parameter('renderer').value})")
-        self.topics = SimTopics(self, self.cameras, self.config.target_source == "truth")
+        self.topics = SimTopics(self, self.cameras, self.config.target_source == "truth", values["publish_truth"])
         if self.command_source == "leader":
             self.create_subscription(JointState, "leader/joint_states", messages.parsed(
                 self, messages.stamped_joint_positions, "leader joint state", self.on_leader, 2.0), SENSOR)

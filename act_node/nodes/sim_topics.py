@@ -34,14 +34,15 @@ from act_node.stepping import EpisodeStart
 
 
 class SimTopics:
-    def __init__(self, node: Node, cameras: list, truth_target: bool):
+    def __init__(self, node: Node, cameras: list, truth_target: bool, publish_truth: bool = True):
         self.cameras = cameras  # act_node.tabletop.cameras.CameraSpec: name, size, intrinsics
         self.images = {c.name: node.create_publisher(Image, f"camera/{c.name}/image_raw", SENSOR) for c in cameras}
         self.infos = {c.name: node.create_publisher(CameraInfo, f"camera/{c.name}/camera_info", SENSOR)
                       for c in cameras}
         self.joints = node.create_publisher(JointState, "joint_states", SENSOR)
         self.clock = node.create_publisher(Clock, "/clock", 10)
-        self.scene = node.create_publisher(MarkerArray, "scene/objects", LATCHED)
+        # the objects as they stand (publish_truth false: no publisher at all, a check that nothing needs them)
+        self.scene = node.create_publisher(MarkerArray, "scene/objects", LATCHED) if publish_truth else None
         self.start = node.create_publisher(Header, "episode/start", LATCHED)
         self.result = node.create_publisher(String, "episode/result", RELIABLE)
         # the command applied each tick, after the executor's limits, stamped with the tick: what a recorder
@@ -63,7 +64,8 @@ class SimTopics:
     def episode_started(self, start: EpisodeStart, truth_xy: np.ndarray | None) -> None:
         self.start.publish(episode_start_message(start.stamp_s, start.info()))
         objects = [(o.kind, o.position[0], o.position[1], o.yaw, o.height_m, o.footprint_m) for o in start.objects]
-        self.scene.publish(scene_markers(objects, start.stamp_s, start.episode))
+        if self.scene is not None:
+            self.scene.publish(scene_markers(objects, start.stamp_s, start.episode))
         if self.point is not None and truth_xy is not None:
             self.point.publish(point_message(truth_xy, start.stamp_s))
 

@@ -102,4 +102,9 @@ class ActNodePickEnv(EnvConfig):
             from act_node.envs import yaw_reader
 
             kwargs["yaw_reader"] = yaw_reader()
+        folder = kwargs.pop("scene_reader_model", "")
+        if kwargs.get("scene") == "cameras":  # the selector reads the scene reader's reading (act_node.envs)
+            from act_node.envs import scene_reader
+
+            kwargs["scene_reader"] = scene_reader(folder)
         return kwargs
