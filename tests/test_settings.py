@@ -89,7 +89,6 @@ def test_the_graph_gives_each_node_only_parameters_it_declares(tmp_path):
     """Every parameter the launch sets on a node (sim, so101, teleoperation, recording) is one the table gives that
     node: no launch argument reaches a node by a name of its own."""
     from act_node.nodes.graph import describe
-
     from act_node.perception.scene import CameraCalibration, ReaderConfig, SceneReader, network
 
     module_node = {f"act_node.nodes.{module}": node for module, node in MODULES.items()}
