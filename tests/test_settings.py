@@ -53,7 +53,7 @@ def test_every_launch_argument_is_checked_by_its_type_choices_and_range():
         if bad is not None:
             with pytest.raises(ValueError, match=name):
                 describe(**{"policy": "expert", name: bad})
-    with pytest.raises(ValueError, match="frame_max_age must be at least 0.0"):
+    with pytest.raises(ValueError, match="frame_max_age"):
         describe(policy="expert", frame_max_age="-1")
 
 

@@ -68,9 +68,7 @@ def describe(**overrides: str) -> list[NodeSpec]:
     """The graph for these launch arguments (strings, as on a command line)."""
     overrides = dict(overrides)
     refuse_unknown_arguments(overrides, LAUNCH_ARGUMENTS)
-    for name, value in overrides.items():  # GraphConfig checks its own; the rest here, each by the table
-        if name not in GraphConfig.launch_arguments():
-            check_argument(name, value)
+    given = dict(overrides)
     namespace = namespace_of(str(overrides.pop("namespace", "")))
     robot = {name: str(overrides.pop(name, default)) for name, (default, _) in ROBOT_ARGUMENTS.items()}
     frames = frame_bounds({name: str(overrides.pop(name, default)) for name, (default, _) in FRAME_ARGUMENTS.items()},
@@ -88,6 +86,9 @@ def describe(**overrides: str) -> list[NodeSpec]:
                          f"{recording['environment_layout']!r}")
     if recording["record"] and robot["robot"] == "sim" and overrides.get("camera_every", "0") == "0":
         overrides["camera_every"] = "1"  # the recorder takes every tick's images
+    for name, value in given.items():  # after the checks above, which say more; GraphConfig checks its own
+        if name not in GraphConfig.launch_arguments():
+            check_argument(name, value)  # each by the table: its type, choices and range
     config = GraphConfig.from_arguments(overrides)
     _check_start(config, robot, teleop=bool(recording["teleop"]))
     if robot["robot"] == "so101":
