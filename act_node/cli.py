@@ -61,7 +61,8 @@ def graph_config(args: argparse.Namespace, **fields) -> GraphConfig:
     try:
         return GraphConfig(objects=args.objects, cameras=args.cameras, image_height=args.height,
                            image_width=args.width, target_source=args.target,
-                           renderer=getattr(args, "renderer", "auto"), scene=getattr(args, "scene", "sim"),
+                           renderer=getattr(args, "renderer", "auto"),
+                           scene=getattr(args, "scene", SETTINGS["scene"].default),
                            scene_reader=getattr(args, "scene_reader", ""), **fields)
     except ValueError as error:
         raise SystemExit(f"act-sim: {error}") from None

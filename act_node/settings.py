@@ -110,8 +110,9 @@ _TABLE = [
     _s("target_source", "selector", "where the target comes from: selector (the selector node) or truth (the sim's "
        "scene)", "graph", choices=TARGET_SOURCES),
     _s("scene", "sim", "where the selector's objects come from: sim (the simulator's truth, published by the sim "
-       "node) or cameras (the scene reader node reads them from the front camera; nothing of the simulator's truth "
-       "reaches the selector or the policy)", "graph", choices=SCENE_SOURCES),
+       "node) or cameras (the scene reader reads them from the front camera; nothing of the simulator's truth "
+       "reaches the selector or the policy; robot:=so101 needs camera_calibration:=)", "graph",
+       choices=SCENE_SOURCES),
     _s("scene_reader", "", "scene:=cameras: the scene reader's folder (reader.json, model.safetensors; '': the "
        "package's models/scene_reader)", "graph"),
     _s("camera_calibration", "", "scene:=cameras: the front camera's calibration file (act-sim calibrate writes it; "

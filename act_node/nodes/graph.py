@@ -92,6 +92,10 @@ def describe(**overrides: str) -> list[NodeSpec]:
     config = GraphConfig.from_arguments(overrides)
     _check_start(config, robot, teleop=bool(recording["teleop"]))
     if robot["robot"] == "so101":
+        if "scene" not in overrides and not config.camera_calibration:
+            # the default reads the scene from the cameras where a calibration says where the front camera stands;
+            # an arm without one takes its target from target_topic (a clicked point), as scene:=sim does there
+            config = config.replace(scene="sim")
         nodes = describe_so101(config, robot, chosen_checkpoint=bool(overrides.get("checkpoint")),
                                teleop=bool(recording["teleop"]))
         for node in nodes:
@@ -247,7 +251,9 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
     readers = []
     if config.scene == "cameras":  # the sim's truth to scene/truth (RViz, the expert); the reader's on scene/objects
         sim.remappings.append(("scene/objects", TRUTH_TOPIC))
-        readers = [scene_reader(config, {"use_sim_time": True})]
+        if READER_CAMERA not in config.cameras:  # the sim draws the reader's camera too (the policy ignores it)
+            parameters["cameras"] = [*parameters["cameras"], READER_CAMERA]
+        readers = [scene_reader(config.replace(cameras=tuple(parameters["cameras"])), {"use_sim_time": True})]
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
     # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
     # frame to the reader's; none runs in a teleoperated graph: the person drives)
@@ -278,8 +284,8 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
 def scene_reader(config: GraphConfig, parameters: dict) -> NodeSpec:
     """scene:=cameras: the scene reader node on the front camera, publishing scene/objects."""
     if READER_CAMERA not in config.cameras:
-        raise ValueError(f"scene:=cameras reads the {READER_CAMERA} camera; the graph has cameras "
-                         f"{','.join(config.cameras)}: give cameras with {READER_CAMERA}")
+        raise ValueError(f"scene:=cameras reads the {READER_CAMERA} camera; the arm has cameras "
+                         f"{','.join(config.cameras)}: give cameras with {READER_CAMERA} (and its device)")
     return NodeSpec("act_scene_reader_node", "act_node.nodes.scene_reader_node", "act_scene_reader", {
         **parameters, "model": config.scene_reader, "calibration": config.camera_calibration,
         "camera": READER_CAMERA})
