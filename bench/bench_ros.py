@@ -200,15 +200,17 @@ def round_trip_floor(executor, repeat: int) -> float:
 
 
 def beside_a_graph(launch: list[str], watcher: str, seconds: float, domain_offset: int,
-                   watcher_env: dict | None = None) -> str:
+                   watcher_env: dict | None = None, truth_target: bool = True) -> str:
     """`act-sim launch <launch>` in a domain of its own, and a watcher script (python -c) beside it for
     `seconds` once it sees the graph; the graph is then stopped (SIGINT to its group, SIGKILL after 60 s).
-    The watcher's last line of output, or SystemExit with both stderrs."""
+    The watcher's last line of output, or SystemExit with both stderrs. `truth_target`: the sim says where the
+    target is (no selector); else the launch's own target source."""
     import signal
     import subprocess
 
     domain = {"ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + domain_offset)}  # nothing else hears it
-    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "target_source:=truth",
+    truth = ["target_source:=truth"] if truth_target else []
+    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", *truth,
                               "episodes:=1000", "record_video:=false", *launch],
                              env={**os.environ, **domain}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)

@@ -17,28 +17,13 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(150 + os.getpid() % 50))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_ros import CLOCK_LISTENER  # noqa: E402
+from bench_ros import CLOCK_LISTENER, beside_a_graph  # noqa: E402
 
 
 def graph_factor(arguments: list[str], seconds: float) -> float:
-    """The realtime factor of a graph with these launch arguments (bench_ros's clock listener beside it)."""
-    import signal
-    import subprocess
-
-    domain = {"ROS_DOMAIN_ID": str(int(os.environ["ROS_DOMAIN_ID"]) + 3)}
-    graph = subprocess.Popen([sys.executable, "-m", "act_node.cli", "launch", "clock:=realtime", "episodes:=1000",
-                              "record_video:=false", *arguments], env={**os.environ, **domain},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    watched = subprocess.run([sys.executable, "-c", CLOCK_LISTENER, str(seconds)], capture_output=True, text=True,
-                             env={**os.environ, **domain}, timeout=seconds + 300)
-    os.killpg(graph.pid, signal.SIGINT)
-    try:
-        graph.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(graph.pid, signal.SIGKILL)
-    if watched.returncode != 0:
-        raise SystemExit(f"nothing seen of the graph: {watched.stderr[-2000:]}\n{graph.stderr.read()[-2000:]}")
-    sim_s, wall_s, _ = json.loads(watched.stdout.strip().splitlines()[-1])
+    """The realtime factor of a graph with these launch arguments, the target from the selector (bench_ros's
+    clock listener beside it)."""
+    sim_s, wall_s, _ = json.loads(beside_a_graph(arguments, CLOCK_LISTENER, seconds, 3, truth_target=False))
     return sim_s / wall_s
 
 

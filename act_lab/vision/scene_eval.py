@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from act_lab.vision.scene_train import distance_summary
 from act_node.perception.scene import TURNS, CameraCalibration, SceneReader
 
 CONFUSED_M = 0.03
@@ -87,15 +88,9 @@ def evaluate(reader: SceneReader, seeds: list[int], objects: int, pictures: int 
                           "request": env.scene.request})
     env.close()
 
-    def stats(values):
-        values = np.asarray(values)
-        return {"median_mm": round(1000 * float(np.median(values)), 2),
-                "p95_mm": round(1000 * float(np.percentile(values, 95)), 2), "n": int(len(values))} if len(values) \
-            else None
-
     n = counts["scenes"]
     report = {"objects": objects, "seeds": [seeds[0], seeds[-1]], **counts,
-              "place": stats(place), "place_by_kind": {k: stats(v) for k, v in by_kind.items()},
+              "place": distance_summary(place), "place_by_kind": {k: distance_summary(v) for k, v in by_kind.items()},
               "yaw_deg": {"median": round(float(np.median(yaw_err)), 2),
                           "p95": round(float(np.percentile(yaw_err, 95)), 2), "n": len(yaw_err)} if yaw_err else None,
               "phantom_free_share": round(1 - counts["scenes_with_phantom"] / n, 4),

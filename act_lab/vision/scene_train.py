@@ -126,6 +126,15 @@ def frame_calibration(frames: dict, i: int, size: tuple[int, int]) -> CameraCali
     return CameraCalibration(frames["intrinsics"][i], frames["eye"][i], frames["optical"][i], size)
 
 
+def distance_summary(metres) -> dict | None:
+    """Distances in metres -> their median and p95 in mm and their count (None for none)."""
+    values = np.asarray(metres)
+    if not len(values):
+        return None
+    return {"median_mm": round(1000 * float(np.median(values)), 2),
+            "p95_mm": round(1000 * float(np.percentile(values, 95)), 2), "n": int(len(values))}
+
+
 def measure(reader: SceneReader, frames: dict, threshold: float | None = None, batch: int = 64) -> dict:
     """The reader on labelled frames: presence, phantoms, place error in the table (metres, through each frame's
     own calibration), yaw error; `threshold` overrides the reader's."""
@@ -163,15 +172,8 @@ def measure(reader: SceneReader, frames: dict, threshold: float | None = None, b
                         yaw_err.append(math.degrees(min(d, period - d)))
     place = np.array(place)
 
-    def stats(values):
-        values = np.asarray(values)
-        if not len(values):
-            return None
-        return {"median_mm": round(1000 * float(np.median(values)), 2),
-                "p95_mm": round(1000 * float(np.percentile(values, 95)), 2), "n": int(len(values))}
-
-    return {"frames": n, "threshold": threshold, "place": stats(place),
-            "place_by_kind": {k: stats(v) for k, v in by_kind.items()},
+    return {"frames": n, "threshold": threshold, "place": distance_summary(place),
+            "place_by_kind": {k: distance_summary(v) for k, v in by_kind.items()},
             "yaw_deg": {"median": round(float(np.median(yaw_err)), 2),
                         "p95": round(float(np.percentile(yaw_err, 95)), 2)} if yaw_err else None,
             "frames_with_phantom": phantom_frames, "phantom_free_share": round(1 - phantom_frames / n, 4),

@@ -39,10 +39,14 @@ class Board:
         if not self.square_m > 0:
             raise ValueError(f"board square must be > 0 m, got {self.square_m}")
 
+    def axes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Unit vectors on the table (2,): along the board's rows, and across them."""
+        yaw = math.radians(self.yaw_deg)
+        return np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
+
     def corners(self) -> np.ndarray:
         """The inner corners (cols * rows, 3) in the table frame, in OpenCV's order (along a row first)."""
-        yaw = math.radians(self.yaw_deg)
-        along, across = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
+        along, across = self.axes()
         points = [np.array(self.origin) + self.square_m * (c * along + r * across)
                   for r in range(self.rows) for c in range(self.cols)]
         return np.c_[np.array(points), np.zeros(len(points))]
@@ -131,8 +135,7 @@ def calibrate_board(image: np.ndarray, intrinsics: np.ndarray, board: Board) -> 
 def _corner_square_contrast(image: np.ndarray, calibration: CameraCalibration, board: Board) -> float:
     """How much lighter the square beside the first inner corner along the row is than the (black) square
     diagonally outside it, as `calibration` projects them."""
-    yaw = math.radians(board.yaw_deg)
-    along, across = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
+    along, across = board.axes()
     centres = [np.array(board.origin) + board.square_m * (di * along + dj * across) for di, dj in ((-0.5, -0.5),
                                                                                                    (0.5, -0.5))]
     pixels = calibration.to_image(np.c_[np.array(centres), np.zeros(2)])
@@ -164,9 +167,8 @@ def sim_board_image(board: Board, height: int = 480, width: int = 640, camera: s
     try:
         world.add_table()
         client = world.client
-        yaw = math.radians(board.yaw_deg)
-        along, across = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
-        orientation = client.getQuaternionFromEuler([0, 0, yaw])
+        along, across = board.axes()
+        orientation = client.getQuaternionFromEuler([0, 0, math.radians(board.yaw_deg)])
         # squares (i, j), i along a row from -1 to cols-1: square (i, j)'s near corner is inner corner (i, j)
         origin = np.array(board.origin)
         centre = origin + board.square_m * ((board.cols - 1) / 2 * along + (board.rows - 1) / 2 * across)
