@@ -7,6 +7,8 @@ it checks itself when made, and produces everything downstream from the same val
     GraphConfig.launch_arguments()      name -> (default text, description): sim.launch.py and act-sim launch
     GraphConfig.from_arguments({...})   launch-argument strings -> a checked config
     config.env_kwargs()                 PickObjectEnv's keyword arguments (in-process eval, the LeRobot plugin)
+    config.facts                        what the checkpoint says about itself (CheckpointFacts), read once when
+                                        the config is made: every fact asked later comes from this value
     nodes.graph.describe(...)           each node's ROS parameters, taken from these fields (the nodes
                                         declare them from the same table: nodes.parameters.declare_node)
 
@@ -104,6 +106,61 @@ def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
     return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
 
 
+def _read(reader, checkpoint) -> tuple[object, str | None]:
+    """(reader(checkpoint), None), or (None, its ValueError's message)."""
+    try:
+        return reader(checkpoint), None
+    except ValueError as error:
+        return None, str(error)
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """What a checkpoint's files say that the graph is made from, read once (act_node.checkpoints' readers).
+
+    A fact that does not read keeps its reader's message, raised as ValueError when the fact is asked for: a
+    config is made before anyone needs to know (the policy node, loading the folder, names what is wrong with it)."""
+
+    checkpoint: str = ""
+    has_config: bool = False
+    n_action_steps: int | None = None
+    n_action_steps_error: str | None = None
+    ensemble_coeff: float | None = None  # None: it runs its chunks n_action_steps at a time
+    ensemble_coeff_error: str | None = None
+    layout: str | None = None  # its environment_state layout; None: none, or none that reads
+    renderer: str | None = None  # what drew its training images; None: it takes none, or does not read
+    renderer_error: str | None = None
+
+    @classmethod
+    def read(cls, checkpoint: str) -> CheckpointFacts:
+        if not checkpoint or not (Path(checkpoint) / "config.json").is_file():
+            return cls(checkpoint=checkpoint)
+        steps, steps_error = _read(checkpoint_n_action_steps, checkpoint)
+        coeff, coeff_error = _read(checkpoint_ensemble_coeff, checkpoint)
+        renderer, renderer_error = _read(trained_renderer, checkpoint)
+        return cls(checkpoint=checkpoint, has_config=True, n_action_steps=steps, n_action_steps_error=steps_error,
+                   ensemble_coeff=coeff, ensemble_coeff_error=coeff_error, layout=checkpoint_layout(checkpoint),
+                   renderer=renderer, renderer_error=renderer_error)
+
+    def own_ensemble_coeff(self) -> float | None:
+        if self.ensemble_coeff_error:
+            raise ValueError(self.ensemble_coeff_error)
+        return self.ensemble_coeff
+
+    def trained_renderer(self) -> str | None:
+        if self.renderer_error:
+            raise ValueError(self.renderer_error)
+        return self.renderer
+
+    def own_n_action_steps(self) -> int:
+        if not self.has_config:
+            raise ValueError(f"cannot read n_action_steps from {Path(self.checkpoint) / 'config.json'}: "
+                             "no such file")
+        if self.n_action_steps_error:
+            raise ValueError(self.n_action_steps_error)
+        return self.n_action_steps
+
+
 @dataclass(frozen=True)
 class GraphConfig:
     """The graph's launch arguments (act_node.settings' group "graph"), checked when made."""
@@ -136,6 +193,7 @@ class GraphConfig:
     record_video: bool = _argument("record_video")
     fps: int = FPS
     chunk_size: int = CHUNK_SIZE
+    facts: CheckpointFacts = field(default=CheckpointFacts(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if isinstance(self.cameras, str):  # launch arguments and flags give "front,wrist"
@@ -170,6 +228,8 @@ class GraphConfig:
                                 f"models/{SHIPPED_MODEL})")
         if problems:
             raise ValueError("; ".join(problems))
+        if self.policy == "act":
+            object.__setattr__(self, "facts", CheckpointFacts.read(self.checkpoint))
 
     # --- from and to launch arguments --------------------------------------------------------------
     @classmethod
@@ -211,7 +271,7 @@ class GraphConfig:
         if self.replan_every:
             return self.replan_every
         if self.policy == "act":
-            return 1 if self.chunk_merge()[0] == "ensemble" else checkpoint_n_action_steps(self.checkpoint)
+            return 1 if self.chunk_merge()[0] == "ensemble" else self.facts.own_n_action_steps()
         return REPLAN_EVERY
 
     def chunk_merge(self) -> tuple[str, float]:
@@ -220,8 +280,7 @@ class GraphConfig:
         lerobot-eval, `act-sim eval` and the graph execute it alike), else "replace"; the coefficient is the
         checkpoint's, or ACT's 0.01. A checkpoint folder without config.json counts as one without a coefficient
         (the policy node, loading it, refuses it and says why); ValueError when its coefficient does not read."""
-        readable = self.policy == "act" and (Path(self.checkpoint) / "config.json").is_file()
-        own = checkpoint_ensemble_coeff(self.checkpoint) if readable else None
+        own = self.facts.own_ensemble_coeff()
         coeff = ENSEMBLE_COEFF if own is None else own
         if self.merge != "auto":
             return self.merge, coeff
@@ -250,13 +309,13 @@ class GraphConfig:
                 f"(they light the scene differently): leave renderer at auto to draw with {trained!r}")
 
     def _trained_renderer(self) -> str | None:
-        return trained_renderer(self.checkpoint) if self.policy == "act" else None
+        return self.facts.trained_renderer()
 
     def environment_layout(self) -> str:
         """The environment_state layout the env builds (act_node.observation): the checkpoint's, by its size; the
         first layout for the expert, or for a checkpoint whose config does not read or whose size is none of them
         (loading it then names what is wrong)."""
-        return (checkpoint_layout(self.checkpoint) if self.policy == "act" else None) or ENV_LAYOUTS[0]
+        return self.facts.layout or ENV_LAYOUTS[0]
 
     def env_kwargs(self) -> dict:
         """PickObjectEnv's keyword arguments."""

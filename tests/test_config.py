@@ -162,3 +162,30 @@ def test_a_chunk_stays_fresh_until_the_next_is_due_and_answered(tiny_checkpoint)
     assert stale(replan_every=60) == pytest.approx(2.5)
     assert stale(replan_every=1) == 1.0 and stale(replan_every=10) == 1.0  # at least a second
     assert stale() == 1.0  # the tiny ACT's n_action_steps, 10
+
+
+def test_the_checkpoints_facts_are_read_once_when_the_config_is_made(tmp_path):
+    """GraphConfig reads its checkpoint's files when it is made (config.facts): asked again after the folder is
+    gone, every fact is the same answer, so a launch argument's way to a node parameter reads no file."""
+    import json
+    import shutil
+
+    from act_node.checkpoints import write_renderer
+
+    model = fake_checkpoint(tmp_path / "model")
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "n_action_steps": 20}))
+    write_renderer(model, "egl")
+    made = GraphConfig(policy="act", checkpoint=str(model), renderer="tiny")
+    before = (made.chunk_merge(), made.replan_ticks(), made.environment_layout(), made.sim_renderer(),
+              made.renderer_mismatch(), made.stale_after_s())
+    assert before[:2] == (("replace", 0.01), 20) and "drawn with 'egl'" in before[4]
+    shutil.rmtree(model)
+    assert (made.chunk_merge(), made.replan_ticks(), made.environment_layout(), made.sim_renderer(),
+            made.renderer_mismatch(), made.stale_after_s()) == before
+    assert made.facts.has_config and made.facts.n_action_steps == 20 and made.facts.renderer == "egl"
+    # a config made again reads again: the folder is gone, so the facts say so
+    again = made.replace(renderer="auto")
+    assert not again.facts.has_config and again.chunk_merge() == ("replace", 0.01)
+    with pytest.raises(ValueError, match="cannot read n_action_steps from .*config.json"):
+        again.replan_ticks()

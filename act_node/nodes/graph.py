@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from act_node.checkpoints import check_checkpoint_folder, checkpoint_layout
+from act_node.checkpoints import check_checkpoint_folder
 from act_node.config import DEFAULT_CAMERAS, FPS, SHIPPED_MODEL, GraphConfig, refuse_unknown_arguments, task_kind
 from act_node.dds import profile_environment
 from act_node.perception.scene import READER_CAMERA
@@ -157,7 +157,7 @@ def _check_start(config: GraphConfig, robot: dict[str, str], teleop: bool) -> No
     if task and robot["robot"] == "sim":
         raise ValueError(f"task:={task!r} is robot:=so101's: the sim draws each episode's task from its seed "
                          "(first_seed:=)")
-    needs_kind = config.policy == "expert" or checkpoint_layout(config.checkpoint) is not None
+    needs_kind = config.policy == "expert" or config.facts.layout is not None
     if task and not teleop and needs_kind:
         task_kind(task)
     if config.scene == "cameras" and not teleop:
