@@ -275,7 +275,8 @@ def cmd_recipe(args: argparse.Namespace) -> None:
             curve_episodes=args.curve_episodes, threads=args.threads, environment_state=not args.no_environment_state,
             encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes,
             environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff),
-            map_dropout=args.map_dropout)
+            map_dropout=args.map_dropout, dim_model=args.dim_model, dim_feedforward=args.dim_feedforward,
+            bf16=args.bf16 or None)
         if args.temporal_ensemble_coeff is not None and args.temporal_ensemble_coeff.lower() == "none":
             settings = replace(settings, ensemble_coeff=None)  # chunks of n_action_steps
         state = Recipe(Path(args.out), settings).run(only=args.stage)
@@ -400,6 +401,12 @@ def make_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--map-dropout", type=float, default=None, metavar="P",
                         help="dropout on the cached image maps while the camera ACT trains (0.5; 0: none, as the "
                         "recipe's first runs)")
+    recipe.add_argument("--dim-model", type=int, default=None, metavar="D",
+                        help="ACT's transformer width (256; a multiple of its 8 heads)")
+    recipe.add_argument("--dim-feedforward", type=int, default=None, metavar="F",
+                        help="ACT's feed-forward width (1024)")
+    recipe.add_argument("--bf16", action="store_true",
+                        help="the ACT stage's forward pass under bfloat16 autocast (checkpoints stay float32)")
     recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (10)")
     recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
     recipe.add_argument("--eval-episodes", type=int, default=None,

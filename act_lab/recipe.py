@@ -164,6 +164,9 @@ class RecipeSettings:
     eval_episodes: int = 200
     environment_layout: str = "target"  # act-sim record --environment-state: KIND_LAYOUTS
     map_dropout: float = 0.0  # act_train --map-dropout (the camera kind's: KIND_DEFAULTS); 0 in older folders
+    dim_model: int = 0  # act_train --dim-model (0: ACT's recipe width, 256)
+    dim_feedforward: int = 0  # act_train --dim-feedforward (0: 1024)
+    bf16: bool = False  # act_train --bf16
 
     def __post_init__(self):
         if self.kind not in KIND_STAGES:
@@ -187,6 +190,9 @@ class RecipeSettings:
             raise ValueError(f"--map-dropout must be in [0, 1), got {self.map_dropout}")
         if self.kind == "yaw" and self.map_dropout:
             raise ValueError("--map-dropout drops the camera ACT's image maps: the yaw recipe's ACT takes no image")
+        for name in ("dim_model", "dim_feedforward"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be > 0 (or 0: the recipe's)")
         for name in ("steps", "batch_size", "save_every", "curve_every", "curve_episodes", "eval_episodes", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
@@ -306,6 +312,12 @@ class Recipe:
                 command += ["--temporal-ensemble-coeff", str(s.ensemble_coeff)]
             if s.map_dropout:
                 command += ["--map-dropout", str(s.map_dropout)]
+            if s.dim_model:
+                command += ["--dim-model", str(s.dim_model)]
+            if s.dim_feedforward:
+                command += ["--dim-feedforward", str(s.dim_feedforward)]
+            if s.bf16:
+                command += ["--bf16"]
             if s.device != "cpu":
                 command += ["--device", s.device]
             return command if s.environment_state else [*command, "--no-environment-state"]

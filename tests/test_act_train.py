@@ -613,6 +613,11 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
                                                   "--temporal-ensemble-coeff")] == ["40000", "64", "1000", "0.01"]
     assert "--device" not in act
     assert "--device" in Recipe(tmp_path, RecipeSettings.of_kind("yaw", device="cuda"), python="python").command("act")
+    assert not {"--dim-model", "--dim-feedforward", "--bf16"} & set(act)
+    small = Recipe(tmp_path, RecipeSettings.of_kind("yaw", dim_model=128, dim_feedforward=512, bf16=True),
+                   python="python").command("act")
+    assert [small[small.index(flag) + 1] for flag in ("--dim-model", "--dim-feedforward")] == ["128", "512"]
+    assert "--bf16" in small
     curve = recipe.command("curve")
     assert curve[curve.index("curve") + 1] == f"yaw={tmp_path / 'act'}"
     evaluation = recipe.command("eval")
@@ -919,3 +924,40 @@ def test_camera_dropout_zeroes_whole_maps_per_sample_in_training_only_and_is_pin
             Settings(camera_dropout=bad)
     with pytest.raises(ValueError, match="--camera-dropout drops the image maps"):
         Settings(camera_dropout=0.2, use_cameras=False)
+
+
+def test_a_smaller_act_in_bf16_trains_float32_weights_that_lerobot_loads(tiny_dataset, backbone, cache, tmp_path):
+    """--dim-model/--dim-feedforward size ACT's transformer; --bf16 runs the forward pass under bfloat16 autocast
+    (what a layer is given is bf16) while the weights, the optimizer and the checkpoint stay float32; the run pins
+    both (a resume with others is refused) and a width that does not split into the heads is refused."""
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from safetensors.torch import load_file
+
+    def trained(out, **sizes):
+        run = Run(tiny_dataset, cache, backbone, out, Settings(steps=2, batch_size=2, save_every=2,
+                                                               use_cameras=False, **sizes))
+        seen = []
+        layer = run.policy.model.encoder.layers[0].linear1
+        handle = layer.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+        run.train(progress=False)
+        handle.remove()
+        return run, seen
+
+    run, seen = trained(tmp_path / "small", dim_model=64, dim_feedforward=128, bf16=True)
+    assert seen and set(seen) == {torch.bfloat16}
+    model = tmp_path / "small" / "checkpoints" / "000002" / "pretrained_model"
+    config = json.loads((model / "config.json").read_text())
+    assert (config["dim_model"], config["dim_feedforward"]) == (64, 128)
+    assert {tensor.dtype for tensor in load_file(str(model / "model.safetensors")).values()} == {torch.float32}
+    loaded = ACTPolicy.from_pretrained(str(model)).eval()
+    assert loaded.model.encoder.layers[0].linear1.weight.shape == (128, 64)
+    _, plain = trained(tmp_path / "plain")
+    assert set(plain) == {torch.float32}
+    with pytest.raises(SystemExit, match="other settings"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "small",
+            Settings(steps=4, batch_size=2, save_every=2, use_cameras=False, dim_model=64, dim_feedforward=128))
+    with pytest.raises(ValueError, match="multiple of ACT's 8 heads"):
+        Run(tiny_dataset, cache, backbone, tmp_path / "odd", Settings(steps=2, batch_size=2, use_cameras=False,
+                                                                      dim_model=60))
+    with pytest.raises(ValueError, match="--dim-model"):
+        Settings(dim_model=-8)

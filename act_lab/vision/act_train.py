@@ -75,8 +75,18 @@ class Settings:
     # rescaling): the policy must also act with that camera's tokens empty (the projection's bias and positions
     # only), the images on top; at inference every camera's maps go in, as with map_dropout
     camera_dropout: float = 0.0
+    # the transformer's width (ACTConfig.dim_model) and its feed-forward's (dim_feedforward); 0: the recipe's,
+    # act_node.training's 256 and 1024. Half of each costs about half a step on the CPU (issue 45's table)
+    dim_model: int = 0
+    dim_feedforward: int = 0
+    # the forward pass under torch.autocast to bfloat16 (the weights, the optimizer and the checkpoints stay
+    # float32; on a CPU with avx512_bf16 a step costs about two thirds)
+    bf16: bool = False
 
     def __post_init__(self):
+        for name, value in (("--dim-model", self.dim_model), ("--dim-feedforward", self.dim_feedforward)):
+            if value < 0:
+                raise ValueError(f"{name} must be > 0 (or 0: the recipe's), got {value}")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"--lr must be a finite number > 0, got {self.lr}")
         for name, value in (("--map-dropout", self.map_dropout), ("--camera-dropout", self.camera_dropout)):
@@ -168,7 +178,7 @@ class Demonstrations:
 
 
 def policy_config(dataset_root: Path, use_environment_state: bool = True, use_cameras: bool = True,
-                  vae: bool = False):
+                  vae: bool = False, dim_model: int = 0, dim_feedforward: int = 0):
     """The recipe's ACTConfig (training.act_config's numbers) for this dataset's features, images VISUAL IDENTITY
     (the encoder's input: float RGB in [0, 1]) and the backbone's learning rate 0 in spirit: it is frozen.
     Without `use_cameras` the dataset's videos are left out: an ACT on the joints (and target) only."""
@@ -188,7 +198,11 @@ def policy_config(dataset_root: Path, use_environment_state: bool = True, use_ca
     outputs = {ACTION: PolicyFeature(FeatureType.ACTION, tuple(features[ACTION]["shape"]))}
     mapping = {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.MEAN_STD,
                "ACTION": NormalizationMode.MEAN_STD}
-    return act_config(inputs, outputs, normalization_mapping=mapping, **({"use_vae": True} if vae else {}))
+    sizes = {name: value for name, value in (("dim_model", dim_model), ("dim_feedforward", dim_feedforward)) if value}
+    config = act_config(inputs, outputs, normalization_mapping=mapping, **({"use_vae": True} if vae else {}), **sizes)
+    if config.dim_model % config.n_heads:
+        raise ValueError(f"--dim-model {config.dim_model} must be a multiple of ACT's {config.n_heads} heads")
+    return config
 
 
 def execution_config(config, ensemble_coeff: float):
@@ -293,7 +307,8 @@ class Run:
         self.backbone_path = Path(backbone) if backbone is not None else None  # None: image-less, none is read
         self.out, self.settings = Path(out), settings
         self.ensemble_coeff = ensemble_coeff
-        self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras, settings.vae)
+        self.config = policy_config(dataset_root, settings.use_environment_state, settings.use_cameras, settings.vae,
+                                    settings.dim_model, settings.dim_feedforward)
         if ensemble_coeff is not None:  # how the checkpoints run, not how they train (ACTPolicy.forward reads neither)
             self.config = execution_config(self.config, ensemble_coeff)
         self.cameras = [camera_name(key) for key in self.config.image_features]
@@ -432,7 +447,8 @@ class Run:
             if self.device.type != "cpu":
                 batch = {key: value.to(self.device, non_blocking=True) if torch.is_tensor(value) else value
                          for key, value in batch.items()}
-            loss, _ = self.policy.forward(batch)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=settings.bf16):
+                loss, _ = self.policy.forward(batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP_NORM)
@@ -536,6 +552,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="while training, each sample's map of each camera zeroed whole with probability P (0: "
                         "none, the recipe's): the policy also learns to act without the images; the checkpoints "
                         "run every camera")
+    parser.add_argument("--dim-model", type=int, default=0, metavar="D",
+                        help="ACT's transformer width (0: the recipe's, 256); a multiple of its 8 heads")
+    parser.add_argument("--dim-feedforward", type=int, default=0, metavar="F",
+                        help="ACT's feed-forward width (0: the recipe's, 1024)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="the forward pass under bfloat16 autocast (weights, optimizer and checkpoints stay "
+                        "float32)")
     parser.add_argument("--temporal-ensemble-coeff", type=float, default=None, metavar="C",
                         help="the checkpoints' config.json says ACT's temporal ensembling with C (n_action_steps 1): "
                         "how they then run in lerobot-eval, act-sim eval and the graph; training is the same "
@@ -554,7 +577,8 @@ def main(argv: list[str] | None = None) -> None:
                             use_cameras=not args.no_cameras,
                             init_from=str(Path(args.init_from).resolve()) if args.init_from else None,
                             episodes=args.episodes, lr=args.lr, vae=args.vae, map_dropout=args.map_dropout,
-                            camera_dropout=args.camera_dropout)
+                            camera_dropout=args.camera_dropout, dim_model=args.dim_model,
+                            dim_feedforward=args.dim_feedforward, bf16=args.bf16)
         training_device(args.device)
         if args.temporal_ensemble_coeff is not None:
             checked_ensemble_coeff(args.temporal_ensemble_coeff)
