@@ -248,6 +248,8 @@ class SimSchedule:
             if not steppable():
                 return
             if wait.stalled:
+                if self.stalled is None:  # a held tick ended the episode (its step limit) and the next began
+                    return
                 since, held = self.stalled
                 self.counts.lockstep_timeouts += 1
                 self.episode_stalled += 1

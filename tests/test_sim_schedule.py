@@ -98,6 +98,28 @@ def test_after_the_first_chunk_a_silence_holds_at_fps_and_fails_the_episode(part
     assert schedule.judged(result(episode=2)).success, "a new episode starts clean"
 
 
+def test_a_stall_held_past_the_episodes_end_stops_holding_at_the_next_episode(parts):
+    """A held tick can be the episode's last (its step limit): the next episode starts clean mid-hold, and the
+    hold ends there instead of counting the new episode's ticks against it (it did: a TypeError killed the sim)."""
+    schedule, log, wall = parts
+    schedule.chunk_heard(1, running=True, episode=1)
+    wall.now += 11.0
+    held(schedule, schedule.waiting(2.0, episode=1))
+    wall.now += 0.5  # half a second of ticks due
+    wait = schedule.waiting(2.033, episode=1)
+    assert wait.stalled and wait.hold > 3
+    steps = []
+
+    def step():
+        steps.append(1)
+        if len(steps) == 3:  # the step limit: the sim judges the episode and starts the next
+            schedule.episode_started()
+
+    schedule.hold(wait, lambda: True, step)
+    assert len(steps) == 3 and schedule.episode_stalled == 0 and schedule.stalled is None
+    assert schedule.judged(result(episode=2)).success
+
+
 def test_chunks_from_a_new_publisher_are_a_restarted_driver_and_fail_that_episode_once(parts):
     schedule, log, _ = parts
     for sequence in (1, 2, 3):
