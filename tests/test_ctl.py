@@ -144,3 +144,58 @@ def test_bag_records_the_graphs_topics_in_a_bag_bag2dataset_reads(ros, tmp_path,
 
 
 
+
+
+def test_a_run_reaches_a_subscriber_discovered_after_the_first(ros):
+    """`ctl run` publishes once the first subscriber matched, then stays until no new one has for a while: act/run
+    has three (the policy, the selector, the scene reader), each discovered on its own, seconds apart on a busy
+    machine, and a latched message reaches a late one only while its publisher lives."""
+    from std_msgs.msg import String
+
+    heard: dict[str, list[str]] = {"first": [], "later": []}
+    first = Node("ctl_first", namespace="/ctl_late")
+    first.create_subscription(String, "act/run", lambda m: heard["first"].append(m.data), messages.LATCHED)
+    ros.add_node(first)
+    later = None
+    try:
+        caller = subprocess.Popen([sys.executable, "-m", "act_node.cli", "ctl", "run", "pick up the key",
+                                   "--namespace", "ctl_late", "--wait", "20"], stdout=subprocess.PIPE, text=True)
+        assert wait_for(lambda: heard["first"] == ["pick up the key"], 60.0)
+        time.sleep(0.5)  # a node that comes half a second later (the call used to have ended by then)
+        later = Node("ctl_later", namespace="/ctl_late")  # discovered after the message went out
+        later.create_subscription(String, "act/run", lambda m: heard["later"].append(m.data), messages.LATCHED)
+        ros.add_node(later)
+        out, _ = caller.communicate(timeout=60)
+        assert caller.returncode == 0 and "(2 subscribers)" in out, out
+        assert wait_for(lambda: heard["later"] == ["pick up the key"])
+    finally:
+        retire(ros, first)
+        if later is not None:
+            retire(ros, later)
+
+
+def test_one_run_starts_at_one_instant_in_the_policy_the_reader_and_the_selector(ros, tiny_checkpoint):
+    """On the arm a run is one act/run, heard by three nodes at three moments: each starts it at the message's
+    source timestamp, so the scene read after the reader's start is after the policy's too (with each node's own
+    receipt time the policy could refuse the run's only target as older than its run and wait forever)."""
+    from act_node.nodes.policy_node import PolicyNode
+    from act_node.nodes.scene_reader_node import SceneReaderNode
+    from act_node.nodes.selector_node import SelectorNode
+
+    space = ["--ros-args", "-r", "__ns:=/ctl_instant"]
+    nodes = [PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(tiny_checkpoint))], cli_args=space),
+             SceneReaderNode(cli_args=space), SelectorNode(cli_args=space)]
+    policy, reader, selector = nodes
+    for node in nodes:
+        ros.add_node(node)
+    try:
+        sent = time.time()
+        started = ctl("run", "pick up the box", "--namespace", "ctl_instant")
+        assert started.returncode == 0 and "(3 subscribers)" in started.stdout, started.stdout + started.stderr
+        assert wait_for(lambda: policy.episode_start_s is not None and reader.asked_s is not None
+                        and selector.request == "box")
+        assert policy.episode_start_s == reader.asked_s == selector.episode_s
+        assert sent < policy.episode_start_s < time.time()
+    finally:
+        for node in nodes:
+            retire(ros, node)

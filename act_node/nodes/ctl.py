@@ -69,9 +69,16 @@ def trigger(node: Node, service: str, wait_s: float) -> str:
     return response.message
 
 
-def publish_once(node: Node, message, topic: str, qos: QoSProfile, wait_s: float) -> int:
-    """Publish one message once a subscriber has matched, and wait until every subscriber acknowledged it (reliable
-    QoS); how many subscribers there were. Refused when none matched within wait_s."""
+# after the first subscriber matched, how long the count must stay the same before the call ends: each node of a
+# graph is discovered on its own (seconds apart on a busy machine), and a latched message reaches a subscriber
+# matched later only while its publisher lives (act/run has three: the policy, the selector, the scene reader)
+SETTLE_S = 2.0
+
+
+def publish_once(node: Node, message, topic: str, qos: QoSProfile, wait_s: float, settle_s: float = SETTLE_S) -> int:
+    """Publish one message once a subscriber has matched, stay until no new subscriber has matched for settle_s
+    (a latched message reaches those too), and wait until every subscriber acknowledged it (reliable QoS); how many
+    subscribers there were. Refused when none matched within wait_s."""
     publisher = node.create_publisher(type(message), topic, qos)
     end = time.monotonic() + wait_s
     while publisher.get_subscription_count() == 0 and time.monotonic() < end:
@@ -81,6 +88,16 @@ def publish_once(node: Node, message, topic: str, qos: QoSProfile, wait_s: float
         raise Refused(f"nobody subscribes to {publisher.topic_name} within {wait_s:g} s: is the graph running in "
                       "this ROS_DOMAIN_ID and namespace?")
     publisher.publish(message)
+
+    def seen() -> tuple:  # what discovery has shown so far: the matched subscribers and the graph's nodes
+        return publisher.get_subscription_count(), tuple(sorted(node.get_node_names()))
+
+    since, last = time.monotonic(), seen()
+    while time.monotonic() - since < settle_s and time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+        if seen() != last:
+            since, last = time.monotonic(), seen()
+    subscribers = publisher.get_subscription_count()
     if not publisher.wait_for_all_acked(Duration(seconds=wait_s)):
         raise Refused(f"{publisher.topic_name}: not every subscriber acknowledged the message within {wait_s:g} s")
     return subscribers

@@ -60,6 +60,17 @@ def parsed(node, parse: Callable, what: str, then: Callable, throttle_s: float =
     return callback
 
 
+def sent_at(node, info) -> float:
+    """When a message was sent, in seconds of `node`'s clock: its DDS source timestamp where the node runs on the wall
+    clock (an arm's graph, on one machine: every node reading one act/run starts the run at the same instant, so a
+    scene read after it is after it for the policy too), else the node's now (simulated time has no such stamp)."""
+    clock = node.get_clock()
+    source_ns = info.get("source_timestamp") if info else None
+    if source_ns and not getattr(clock, "ros_time_is_active", False):
+        return source_ns * 1e-9
+    return clock.now().nanoseconds * 1e-9
+
+
 def _sec_nanosec(seconds: float, what: str) -> tuple[int, int]:
     """Seconds -> (sec, nanosec in [0, 1e9)), rounded to the nearest nanosecond; a fraction that rounds up
     to a whole second carries into `sec` (2.9999999999 s is 3 s 0 ns, not 2 s 0 ns)."""

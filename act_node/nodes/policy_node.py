@@ -33,7 +33,7 @@ from act_node import so101
 from act_node.nodes import messages
 from act_node.nodes.chunk_path import ChunkPath
 from act_node.nodes.diagnostics import Diagnostics, Report
-from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR
+from act_node.nodes.messages import LATCHED, RELIABLE, SENSOR, sent_at
 from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.policy_inputs import Observer, camera_roles, frame_size_line, load_policy, renderer_mismatch
@@ -161,7 +161,7 @@ class PolicyNode(Node):
             self.get_logger().warn(mismatch, throttle_duration_sec=60.0)
         self.begin(start_s, str(info.get("task", "")))
 
-    def on_run(self, message: String) -> None:
+    def on_run(self, message: String, info) -> None:  # info: rclpy's MessageInfo (the source timestamp)
         if not message.data:
             self.schedule.end()
             self.get_logger().info("run ended: answering nothing until the next one")
@@ -171,7 +171,7 @@ class PolicyNode(Node):
         except ValueError as error:
             self.get_logger().error(f"run request refused: {error}; the run under way (if any) goes on")
             return
-        self.begin(self.get_clock().now().nanoseconds * 1e-9, message.data, on_clock=True)
+        self.begin(sent_at(self, info), message.data, on_clock=True)
 
     def begin(self, start_s: float, task: str, on_clock: bool = False) -> None:
         """A run (an episode) from `start_s` (PolicySchedule.begin); `on_clock`: read from this node's clock."""

@@ -39,6 +39,7 @@ from act_node.nodes.messages import (
     image_stamp,
     parsed,
     scene_markers,
+    sent_at,
 )
 from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
@@ -82,9 +83,9 @@ class SceneReaderNode(Node):
     def on_request(self, _message: String) -> None:
         self.ask(self.get_clock().now().nanoseconds * 1e-9)
 
-    def on_run(self, message: String) -> None:
+    def on_run(self, message: String, info) -> None:  # info: rclpy's MessageInfo (the source timestamp)
         if message.data.strip():  # a run's task: read the table it starts on (an empty one ends the run)
-            self.ask(self.get_clock().now().nanoseconds * 1e-9)
+            self.ask(sent_at(self, info))
 
     def ask(self, stamp_s: float) -> None:
         self.counts["asks"] += 1
@@ -115,6 +116,11 @@ class SceneReaderNode(Node):
             self.counts["unreadable"] += 1
             self.get_logger().error(f"cannot read the frame stamped {stamp:.3f}: {error}", throttle_duration_sec=2.0)
             return
+        trained = tuple(self.reader.config.image_size)
+        if image.shape[0] < trained[0] or image.shape[1] < trained[1]:
+            self.get_logger().warn(f"front frames of {image.shape[0]}x{image.shape[1]}, smaller than the "
+                                   f"{trained[0]}x{trained[1]} the reader was trained on: enlarged, they read worse "
+                                   "(image_height/image_width, or the camera's own size)", once=True)
         started = time.perf_counter()
         seen = self.reader.read(image, calibration)
         self.read_s = time.perf_counter() - started

@@ -27,6 +27,7 @@ from act_node.nodes.messages import (
     parsed,
     point_message,
     scene_objects,
+    sent_at,
 )
 from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
@@ -66,11 +67,12 @@ class SelectorNode(Node):
         self.request = message.data.strip()
         self.answer()
 
-    def on_run(self, message: String) -> None:
+    def on_run(self, message: String, info) -> None:  # info: rclpy's MessageInfo (the source timestamp)
         kind = requested_kind(message.data)  # a run's task text names the kind; an empty one ends the run
         if kind:
             self.heard["runs"] += 1
-            self.request = kind
+            # the run's scene is one read after it: the last run's would give the policy a target it refuses
+            self.request, self.episode_s = kind, sent_at(self, info)
             self.answer()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
