@@ -374,22 +374,30 @@ def eval_over_ros(args: argparse.Namespace) -> None:
 
 
 def add_env_arguments(parser: argparse.ArgumentParser, height: int | None = SIM_IMAGE_SIZE[0],
-                      width: int | None = SIM_IMAGE_SIZE[1], cameras: str | None = ",".join(DEFAULT_CAMERAS)) -> None:
-    """The table-top's flags; a None default (the size, the cameras) means "the checkpoint's"."""
+                      width: int | None = SIM_IMAGE_SIZE[1], cameras: str | None = ",".join(DEFAULT_CAMERAS),
+                      scene=_TABLE_DEFAULT, scene_note: str = "") -> None:
+    """The table-top's flags; a None default (the size, the cameras) means "the checkpoint's"; `scene`: the
+    command's own default where it needs another than the table's, `scene_note` saying why."""
     graph_flag(parser, "--objects", "objects")
     theirs = "default: the checkpoint's"
     graph_flag(parser, "--cameras", "cameras", cameras, "" if cameras else theirs)
     graph_flag(parser, "--height", "image_height", height, f"default {height}" if height else theirs)
     graph_flag(parser, "--width", "image_width", width, f"default {width}" if width else theirs)
     graph_flag(parser, "--target", "target_source")
-    graph_flag(parser, "--scene", "scene")
+    graph_flag(parser, "--scene", "scene", scene, scene_note)
     graph_flag(parser, "--scene-reader", "scene_reader", metavar="DIR")
     graph_flag(parser, "--renderer", "renderer")
 
 
+# act-sim record keeps the truth's target in the dataset by default: the recipes' datasets, the shipped
+# checkpoints' among them, were recorded so, and a recipe run again records what it recorded then
+RECORD_SCENE_NOTE = ("default for recording: sim, as the recipes' datasets were recorded; cameras records the "
+                     "reader's targets, those a policy is given at run time")
+
+
 def add_record_arguments(record: argparse.ArgumentParser) -> None:
     """act-sim record's flags (act-lab record adds its research ones to them)."""
-    add_env_arguments(record, *TRAIN_IMAGE_SIZE)
+    add_env_arguments(record, *TRAIN_IMAGE_SIZE, scene="sim", scene_note=RECORD_SCENE_NOTE)
     record.add_argument("--episodes", type=int, default=50, help="episodes to keep (the expert's successes)")
     graph_flag(record, "--first-seed", "first_seed", None, "default: 0, or with --resume the seed after those "
                "already tried")

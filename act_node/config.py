@@ -198,6 +198,8 @@ class GraphConfig:
     def __post_init__(self):
         if isinstance(self.cameras, str):  # launch arguments and flags give "front,wrist"
             object.__setattr__(self, "cameras", tuple(c.strip() for c in self.cameras.split(",") if c.strip()))
+        if self.target_source == "truth":  # the target is the sim's: no selector, nothing for a reader to read
+            object.__setattr__(self, "scene", "sim")
         problems = []
         for spec in dataclasses.fields(self):
             value, meta = getattr(self, spec.name), spec.metadata

@@ -108,10 +108,10 @@ _TABLE = [
     _s("respawn", False, "restart a node other than the sim that exits or dies, 1 s later (launch_ros's respawn); the "
        "sim holds meanwhile and the episode it interrupted counts as failed", "graph"),
     _s("target_source", "selector", "where the target comes from: selector (the selector node) or truth (the sim's "
-       "scene)", "graph", choices=TARGET_SOURCES),
-    _s("scene", "sim", "where the selector's objects come from: sim (the simulator's truth, published by the sim "
-       "node) or cameras (the scene reader reads them from the front camera; nothing of the simulator's truth "
-       "reaches the selector or the policy; robot:=so101 needs camera_calibration:=)", "graph",
+       "scene; no selector, so no scene is read: scene is then sim)", "graph", choices=TARGET_SOURCES),
+    _s("scene", "cameras", "where the selector's objects come from: cameras (the scene reader reads them from the "
+       "front camera; nothing of the simulator's truth reaches the selector or the policy; robot:=so101 needs "
+       "camera_calibration:=) or sim (the simulator's truth, published by the sim node: for comparisons)", "graph",
        choices=SCENE_SOURCES),
     _s("scene_reader", "", "scene:=cameras: the scene reader's folder (reader.json, model.safetensors; '': the "
        "package's models/scene_reader)", "graph"),

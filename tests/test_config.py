@@ -116,7 +116,7 @@ def test_the_shipped_checkpoint_runs_temporally_ensembled_in_every_runner():
 
     assert checkpoint_n_action_steps(shipped_checkpoint()) == 1
     assert checkpoint_ensemble_coeff(shipped_checkpoint()) == 0.01
-    sim, _selector, policy = describe()
+    sim, _reader, _selector, policy = describe()
     assert (sim.parameters["merge"], sim.parameters["ensemble_coeff"], sim.parameters["replan_every"]) == \
         ("ensemble", 0.01, 1)
     assert policy.parameters["replan_every"] == 1 and policy.parameters["infer"] == "every_n"
@@ -189,3 +189,19 @@ def test_the_checkpoints_facts_are_read_once_when_the_config_is_made(tmp_path):
     assert not again.facts.has_config and again.chunk_merge() == ("replace", 0.01)
     with pytest.raises(ValueError, match="cannot read n_action_steps from .*config.json"):
         again.replan_ticks()
+
+
+def test_the_scene_is_read_from_the_cameras_by_default_and_truths_target_reads_none():
+    """scene:=cameras is the default (the selector's objects from the scene reader); target_source:=truth takes
+    the sim's target without a selector, so nothing is read and the scene is the sim's; scene:=sim stays for
+    comparisons; act-sim record keeps the truth's target in its datasets unless asked (the recipes' data)."""
+    from act_node.cli import make_parser
+
+    assert GraphConfig().scene == "cameras" and GraphConfig(scene="sim").scene == "sim"
+    assert GraphConfig(target_source="truth").scene == "sim"
+    assert "scene_reader_model" in GraphConfig().env_kwargs()
+    assert GraphConfig(target_source="truth").env_kwargs()["scene"] == "sim"
+    parser = make_parser()
+    assert parser.parse_args(["eval", "--policy.path", "x"]).scene == "cameras"
+    assert parser.parse_args(["record"]).scene == "sim"
+    assert parser.parse_args(["record", "--scene", "cameras"]).scene == "cameras"

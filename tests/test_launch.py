@@ -282,7 +282,7 @@ def test_ctrl_c_in_a_terminal_stops_every_node_without_a_traceback(tmp_path):
     graph, marker = start_graph(tmp_path, *SMALL_GRAPH)
     try:
         wait_for_a_chunk()
-        assert len(graph_processes(marker)) == 4  # act-sim, sim, selector, expert
+        assert len(graph_processes(marker)) == 5  # act-sim, sim, scene reader, selector, expert
         os.killpg(graph.pid, signal.SIGINT)  # to the whole group, as a terminal does: every node gets two
     finally:
         log = finish(graph, marker, tmp_path)
@@ -430,8 +430,10 @@ def node_process(marker: str, module: str) -> int | None:
     return None
 
 
+# the sim's truth: at 48x64 the scene reader reads an enlarged front frame and misses now and then, which is not
+# what these tests are about (the reader's own graph: tests/test_scene_cameras.py)
 KILL_GRAPH = ["policy:=expert", "objects:=2", "image_height:=48", "image_width:=64", "record_video:=false",
-              "lockstep_timeout_s:=5"]
+              "lockstep_timeout_s:=5", "scene:=sim"]
 
 
 def run_with_a_kill(tmp_path, *arguments: str, module: str = "act_node.nodes.expert_node",

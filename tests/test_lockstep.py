@@ -103,14 +103,15 @@ def test_lerobot_eval_vector_envs_through_the_plugin_equal_act_sim_eval_seed_by_
     result = subprocess.run(
         [sys.executable, "-m", "lerobot.scripts.lerobot_eval", "--env.type=act_node_pick",
          f"--policy.path={tiny_checkpoint}", "--env.observation_height=48", "--env.observation_width=64",
-         "--env.objects=2", "--env.episode_length=25", "--eval.n_episodes=4", "--eval.batch_size=2",
+         "--env.objects=2", "--env.episode_length=25", "--env.scene=sim", "--eval.n_episodes=4",
+         "--eval.batch_size=2",
          f"--eval.use_async_envs={str(use_async).lower()}", "--policy.device=cpu", "--seed=1000",
          f"--output_dir={out}"], capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": here, "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "eval_info.json").read_text())["per_task"][0]["metrics"]
     config = GraphConfig(policy="act", checkpoint=str(tiny_checkpoint), episodes=4, first_seed=1000, objects=2,
-                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=25)
+                         image_height=TINY_IMAGE[0], image_width=TINY_IMAGE[1], max_steps=25, scene="sim")
     ours = evaluate(config, out=tmp_path / "act_sim", videos=0)["per_episode"]
     assert [e["seed"] for e in ours] == [1000, 1001, 1002, 1003]
     assert metrics["successes"] == [e["success"] for e in ours]

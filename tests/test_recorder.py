@@ -20,9 +20,10 @@ from act_node.tabletop.env import PickObjectEnv
 
 logging.getLogger("lerobot").setLevel(logging.ERROR)
 SEEDS = (61001, 61002)  # seeds no other test uses
-# the graph's defaults (the velocity bound included): act-sim record executes and records what the sim node does
+# the graph's defaults (the velocity bound included): act-sim record executes and records what the sim node does;
+# the target from the sim's truth, act-sim record's default (the scene reader's own graph: tests/test_scene_cameras)
 GRAPH = ["policy:=expert", "objects:=2", f"image_height:={TINY_IMAGE[0]}", f"image_width:={TINY_IMAGE[1]}",
-         "renderer:=tiny"]
+         "renderer:=tiny", "scene:=sim"]
 
 
 def launch(tmp_path, *arguments: str) -> subprocess.Popen:
@@ -229,13 +230,13 @@ def test_launch_arguments_add_the_recorder_and_the_leader_to_either_graph():
     from act_node.nodes.graph import describe
 
     nodes = {n.name: n for n in describe(policy="expert", record="/tmp/d")}
-    assert set(nodes) == {"act_sim", "act_selector", "act_expert", "act_recorder"}
+    assert set(nodes) == {"act_sim", "act_scene_reader", "act_selector", "act_expert", "act_recorder"}
     assert nodes["act_sim"].parameters["camera_every"] == 1  # the recorder takes every tick's images
     assert nodes["act_sim"].parameters["await_subscriber"] == "act_recorder"
     assert nodes["act_recorder"].parameters["root"] == "/tmp/d" and nodes["act_recorder"].parameters["use_target"]
 
     nodes = {n.name: n for n in describe(teleop="leader", leader_port="/dev/leader")}
-    assert set(nodes) == {"act_sim", "act_selector", "act_leader"}, "no policy runs under teleop"
+    assert set(nodes) == {"act_sim", "act_scene_reader", "act_selector", "act_leader"}, "no policy runs under teleop"
     assert nodes["act_sim"].parameters["command_source"] == "leader"
     assert nodes["act_sim"].parameters["clock"] == "realtime"
     with pytest.raises(ValueError, match="teleop:=leader needs clock:=realtime"):

@@ -438,13 +438,14 @@ def test_scene_and_target_messages_are_read_with_their_stamps_or_refused():
 
 def test_the_graph_description_feeds_both_launchers():
     nodes = describe(policy="expert")
-    assert [n.name for n in nodes] == ["act_sim", "act_selector", "act_expert"]
+    assert [n.name for n in nodes] == ["act_sim", "act_scene_reader", "act_selector", "act_expert"]
     arguments = ros_arguments(nodes[0])
     assert arguments[:3] == ["--ros-args", "-r", "__node:=act_sim"]
     assert "cameras:=[front,wrist]" in arguments and "clock:=lockstep" in arguments
     default = describe()  # policy:=act with the shipped checkpoint
-    assert [n.name for n in default] == ["act_sim", "act_selector", "act_policy"]
-    assert Path(default[2].parameters["checkpoint"]) == Path(shipped_checkpoint())
+    assert [n.name for n in default] == ["act_sim", "act_scene_reader", "act_selector", "act_policy"]
+    assert [n.name for n in describe(policy="expert", scene="sim")] == ["act_sim", "act_selector", "act_expert"]
+    assert Path(default[3].parameters["checkpoint"]) == Path(shipped_checkpoint())
     assert (Path(shipped_checkpoint()) / "model.safetensors").is_file()
     with pytest.raises(ValueError, match="unknown launch arguments"):
         describe(polcy="act")
@@ -463,7 +464,7 @@ def test_policy_act_without_a_checkpoint_says_the_install_ships_none(tmp_path, m
     with pytest.raises(ValueError, match="policy:=act needs checkpoint:=<pretrained_model folder> \\(this install "
                                          "ships no models/act_target_tool_yaw\\)"):
         describe()
-    assert [n.name for n in describe(policy="expert")][2] == "act_expert"
+    assert [n.name for n in describe(policy="expert")][-1] == "act_expert"
 
 
 def test_the_expert_graph_runs_an_episode_headless(tmp_path):

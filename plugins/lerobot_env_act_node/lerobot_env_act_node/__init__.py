@@ -15,7 +15,7 @@ from lerobot.envs.configs import EnvConfig
 from lerobot.utils.constants import ACTION, OBS_ENV_STATE, OBS_IMAGES, OBS_STATE
 
 from act_node import so101
-from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SIM_IMAGE_SIZE, GraphConfig
+from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SETTINGS, SIM_IMAGE_SIZE, GraphConfig
 from act_node.observation import environment_state_names
 from act_node.tabletop import ENV_ID
 
@@ -39,6 +39,10 @@ class ActNodePickEnv(EnvConfig):
     # relative to the target as well) or target_tool_yaw (15, and the requested object's yaw, which the env reads
     # from its cameras with models/yaw_reader); like the renderer, give the one the checkpoint was trained on
     environment_layout: str = "target"
+    # where the selector's objects come from, as act-sim eval's --scene: cameras (the scene reader on the front
+    # camera, scene_reader: its folder, '': models/scene_reader) or sim (the simulator's truth)
+    scene: str = SETTINGS["scene"].default
+    scene_reader: str = ""
     features: dict[str, PolicyFeature] = field(default_factory=dict)
     features_map: dict[str, str] = field(default_factory=dict)
 
@@ -46,7 +50,8 @@ class ActNodePickEnv(EnvConfig):
         self.graph = GraphConfig(objects=self.objects, cameras=self.cameras, image_height=self.observation_height,
                                  image_width=self.observation_width, max_steps=self.episode_length,
                                  target_source=self.target_source, fps=self.fps,
-                                 renderer=self.renderer)  # checks every field
+                                 renderer=self.renderer, scene=self.scene,
+                                 scene_reader=self.scene_reader)  # checks every field
         names = environment_state_names(self.environment_layout)  # ValueError naming the layouts
         self.features = {
             ACTION: PolicyFeature(type=FeatureType.ACTION, shape=(len(so101.JOINT_NAMES),)),
