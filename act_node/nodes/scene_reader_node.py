@@ -74,6 +74,11 @@ class SceneReaderNode(Node):
         if values["read_at_start"]:
             self.asked_s = float("-inf")
         self.diagnostics = Diagnostics(self, "scene reader", self.fill_diagnostics)
+        when = ("at each episode start, target request and run" if values["read_on"] == "request"
+                else f"every {values['period_s']:g} s")
+        self.get_logger().info(f"scene reader {values['model'] or 'models/scene_reader'} on camera/{camera}/image_raw "
+                               f"({self.reader.config.image_size[0]}x{self.reader.config.image_size[1]}), "
+                               f"calibration {values['calibration'] or 'the sim camera as placed'}: reads {when}")
 
     # --- asks ------------------------------------------------------------------------------------------
     def on_episode(self, start: tuple[float, dict]) -> None:
