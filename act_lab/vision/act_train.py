@@ -432,6 +432,25 @@ class Run:
         os.replace(partial, self.checkpoints / "state.pt")
         return folder
 
+    def train_step(self, params: list | None = None) -> float:
+        """One optimizer step on a sampled batch (the policy in training mode, the backbone's slot on the cache);
+        its loss."""
+        settings = self.settings
+        if params is None:
+            params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        batch = self.preprocessor(self.data.batch(self.rng, settings.batch_size))
+        if self.device.type != "cpu":
+            batch = {key: value.to(self.device, non_blocking=True) if torch.is_tensor(value) else value
+                     for key, value in batch.items()}
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=settings.bf16):
+            loss, _ = self.policy.forward(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP_NORM)
+        self.optimizer.step()
+        self.step += 1
+        return loss.item()
+
     def train(self, progress: bool = True) -> Path | None:
         settings = self.settings
         if self.step >= settings.steps:
@@ -443,18 +462,7 @@ class Run:
         bar = tqdm(total=settings.steps, initial=self.step, desc="ACT", unit="step", disable=not progress)
         losses, started, last = [], time.monotonic(), None
         while self.step < settings.steps:
-            batch = self.preprocessor(self.data.batch(self.rng, settings.batch_size))
-            if self.device.type != "cpu":
-                batch = {key: value.to(self.device, non_blocking=True) if torch.is_tensor(value) else value
-                         for key, value in batch.items()}
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=settings.bf16):
-                loss, _ = self.policy.forward(batch)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP_NORM)
-            self.optimizer.step()
-            self.step += 1
-            losses.append(loss.item())
+            losses.append(self.train_step(params))
             bar.update(1)
             if self.step % 50 == 0:
                 bar.set_postfix(l1=f"{np.mean(losses[-50:]):.3f}")
