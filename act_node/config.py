@@ -326,6 +326,10 @@ class GraphConfig:
                     environment_layout=self.environment_layout(), scene=self.scene,
                     **({"scene_reader_model": self.scene_reader} if self.scene == "cameras" else {}))
 
+    def chosen(self) -> dict:
+        """The settings as chosen (every field but the checkpoint's facts read from its files), for reports."""
+        return {spec.name: getattr(self, spec.name) for spec in dataclasses.fields(self) if spec.init}
+
     def replace(self, **changes) -> GraphConfig:
         return dataclasses.replace(self, **changes)
 

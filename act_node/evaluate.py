@@ -17,7 +17,6 @@ import math
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -216,6 +215,7 @@ def journal_header(config: GraphConfig, steps: int, coeff: float | None, merge: 
     from importlib.metadata import version
 
     from act_node.paths import models_dir
+    from act_node.perception.scene import default_model_dir
     from act_node.perception.yaw import DEFAULT_READER
 
     env = config.env_kwargs()
@@ -223,6 +223,8 @@ def journal_header(config: GraphConfig, steps: int, coeff: float | None, merge: 
             "temporal_ensemble_coeff": coeff, "checkpoint": folder_digest(config.checkpoint),
             "yaw_reader": folder_digest(models_dir() / DEFAULT_READER)
             if env["environment_layout"] == "target_tool_yaw" else None,
+            "scene_reader": folder_digest(env["scene_reader_model"] or default_model_dir())
+            if env["scene"] == "cameras" else None,
             "act_node": source_digest(),
             "versions": {name: version(name) for name in ("torch", "pybullet", "lerobot")}}
 
@@ -419,7 +421,7 @@ def evaluate(config: GraphConfig, out: str | Path = "outputs/eval", videos: int 
         "renderer": renderer,
         # which of the sim's cameras each of the checkpoint's cameras is given (--rename_map, else its own name)
         "cameras_given": {given.get(name, name): name for name in config.cameras} if policy.camera_names else {},
-        "settings": {**asdict(config), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map,
+        "settings": {**config.chosen(), "videos": videos, "workers": workers, "ray": ray, "rename_map": rename_map,
                      "batch": batch},
         "videos": [str(out / f"episode_seed{seed}.mp4") for seed in seeds[:videos]],
         # one episode of each mode that occurred: its video and its first and last frames (drawn in report.png)

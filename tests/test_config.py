@@ -205,3 +205,17 @@ def test_the_scene_is_read_from_the_cameras_by_default_and_truths_target_reads_n
     assert parser.parse_args(["eval", "--policy.path", "x"]).scene == "cameras"
     assert parser.parse_args(["record"]).scene == "sim"
     assert parser.parse_args(["record", "--scene", "cameras"]).scene == "cameras"
+
+
+def test_a_resumed_evaluation_knows_the_scene_readers_weights_and_reports_only_chosen_settings(tmp_path):
+    """An in-process episode with scene:=cameras depends on the scene reader's weights: the journal's header holds
+    their digest (another reader's journal is evaluated anew), none with scene:=sim; the report's settings are the
+    ones chosen, not the facts read from the checkpoint's files."""
+    from act_node.evaluate import folder_digest, journal_header
+    from act_node.perception.scene import default_model_dir
+
+    cameras = GraphConfig(policy="expert")
+    assert journal_header(cameras, 30, None)["scene_reader"] == folder_digest(default_model_dir())
+    assert journal_header(cameras.replace(scene="sim"), 30, None)["scene_reader"] is None
+    chosen = GraphConfig(policy="act").chosen()
+    assert "facts" not in chosen and chosen["scene"] == "cameras" and chosen["checkpoint"]
