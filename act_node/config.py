@@ -106,59 +106,42 @@ def camera_names_given(rename_map: dict[str, str]) -> dict[str, str]:
     return {key.removeprefix(IMAGE_KEY): value.removeprefix(IMAGE_KEY) for key, value in rename_map.items()}
 
 
-def _read(reader, checkpoint) -> tuple[object, str | None]:
-    """(reader(checkpoint), None), or (None, its ValueError's message)."""
-    try:
-        return reader(checkpoint), None
-    except ValueError as error:
-        return None, str(error)
-
-
 @dataclass(frozen=True)
 class CheckpointFacts:
     """What a checkpoint's files say that the graph is made from, read once (act_node.checkpoints' readers).
 
-    A fact that does not read keeps its reader's message, raised as ValueError when the fact is asked for: a
-    config is made before anyone needs to know (the policy node, loading the folder, names what is wrong with it)."""
+    A fact that does not read keeps its reader's message in `errors`, raised as ValueError when the fact is asked
+    for (`fact`): a config is made before anyone needs to know (the policy node, loading the folder, names what is
+    wrong with it)."""
 
     checkpoint: str = ""
     has_config: bool = False
     n_action_steps: int | None = None
-    n_action_steps_error: str | None = None
     ensemble_coeff: float | None = None  # None: it runs its chunks n_action_steps at a time
-    ensemble_coeff_error: str | None = None
     layout: str | None = None  # its environment_state layout; None: none, or none that reads
     renderer: str | None = None  # what drew its training images; None: it takes none, or does not read
-    renderer_error: str | None = None
+    errors: dict = field(default_factory=dict)  # fact -> why it does not read
 
     @classmethod
     def read(cls, checkpoint: str) -> CheckpointFacts:
         if not checkpoint or not (Path(checkpoint) / "config.json").is_file():
-            return cls(checkpoint=checkpoint)
-        steps, steps_error = _read(checkpoint_n_action_steps, checkpoint)
-        coeff, coeff_error = _read(checkpoint_ensemble_coeff, checkpoint)
-        renderer, renderer_error = _read(trained_renderer, checkpoint)
-        return cls(checkpoint=checkpoint, has_config=True, n_action_steps=steps, n_action_steps_error=steps_error,
-                   ensemble_coeff=coeff, ensemble_coeff_error=coeff_error, layout=checkpoint_layout(checkpoint),
-                   renderer=renderer, renderer_error=renderer_error)
+            missing = f"cannot read n_action_steps from {Path(checkpoint) / 'config.json'}: no such file"
+            return cls(checkpoint=checkpoint, errors={"n_action_steps": missing})
+        values, errors = {}, {}
+        for name, reader in (("n_action_steps", checkpoint_n_action_steps),
+                             ("ensemble_coeff", checkpoint_ensemble_coeff), ("renderer", trained_renderer)):
+            try:
+                values[name] = reader(checkpoint)
+            except ValueError as error:
+                errors[name] = str(error)
+        return cls(checkpoint=checkpoint, has_config=True, layout=checkpoint_layout(checkpoint), errors=errors,
+                   **values)
 
-    def own_ensemble_coeff(self) -> float | None:
-        if self.ensemble_coeff_error:
-            raise ValueError(self.ensemble_coeff_error)
-        return self.ensemble_coeff
-
-    def trained_renderer(self) -> str | None:
-        if self.renderer_error:
-            raise ValueError(self.renderer_error)
-        return self.renderer
-
-    def own_n_action_steps(self) -> int:
-        if not self.has_config:
-            raise ValueError(f"cannot read n_action_steps from {Path(self.checkpoint) / 'config.json'}: "
-                             "no such file")
-        if self.n_action_steps_error:
-            raise ValueError(self.n_action_steps_error)
-        return self.n_action_steps
+    def fact(self, name: str):
+        """The fact `name`; ValueError with its reader's message when it did not read."""
+        if name in self.errors:
+            raise ValueError(self.errors[name])
+        return getattr(self, name)
 
 
 @dataclass(frozen=True)
@@ -273,7 +256,7 @@ class GraphConfig:
         if self.replan_every:
             return self.replan_every
         if self.policy == "act":
-            return 1 if self.chunk_merge()[0] == "ensemble" else self.facts.own_n_action_steps()
+            return 1 if self.chunk_merge()[0] == "ensemble" else self.facts.fact("n_action_steps")
         return REPLAN_EVERY
 
     def chunk_merge(self) -> tuple[str, float]:
@@ -282,7 +265,7 @@ class GraphConfig:
         lerobot-eval, `act-sim eval` and the graph execute it alike), else "replace"; the coefficient is the
         checkpoint's, or ACT's 0.01. A checkpoint folder without config.json counts as one without a coefficient
         (the policy node, loading it, refuses it and says why); ValueError when its coefficient does not read."""
-        own = self.facts.own_ensemble_coeff()
+        own = self.facts.fact("ensemble_coeff")
         coeff = ENSEMBLE_COEFF if own is None else own
         if self.merge != "auto":
             return self.merge, coeff
@@ -311,7 +294,7 @@ class GraphConfig:
                 f"(they light the scene differently): leave renderer at auto to draw with {trained!r}")
 
     def _trained_renderer(self) -> str | None:
-        return self.facts.trained_renderer()
+        return self.facts.fact("renderer")
 
     def environment_layout(self) -> str:
         """The environment_state layout the env builds (act_node.observation): the checkpoint's, by its size; the
