@@ -59,6 +59,7 @@ from tqdm import tqdm
 from act_node import so101
 from act_node.checkpoints import dataset_renderer, write_renderer
 from act_node.config import GraphConfig
+from act_node.encoding import save_episode
 from act_node.episodes import EpisodeStopped, run_episode
 from act_node.observation import dataset_frame, environment_state_names
 from act_node.stepping import ExecutedAgent, chunk_executor
@@ -267,9 +268,7 @@ def record(env: PickObjectEnv, repo_id: str, root: Path, episodes: int, first_se
                 if outcome == "success" or (outcome == "failure" and keep_failures):
                     if raw_maps is not None:  # first: a stop in between leaves a file the next save overwrites
                         raw_maps.save(dataset.meta.total_episodes)
-                    # the cameras encoded one after the other: LeRobot's parallel encoding forks this process, and a
-                    # fork of a process with threads (rclpy's, tqdm's monitor) can hang in the child on a held lock
-                    dataset.save_episode(parallel_encoding=False)
+                    save_episode(dataset)
                     seeds.add(seed, action_noise, None if takeover is None else takeover.record_of(agent))
                     progress.update(1)
                     if on_saved is not None:

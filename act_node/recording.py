@@ -37,6 +37,7 @@ import numpy as np
 
 from act_node import so101
 from act_node.description import tool_point
+from act_node.encoding import save_episode
 from act_node.observation import (
     PERIOD_GAPS,
     FrameAges,
@@ -217,7 +218,7 @@ class DemonstrationWriter:
             self.discard()
             raise EpisodeDropped(f"{given_up} of {total} frames incomplete (at most {self.max_incomplete:.0%} may be)"
                                  if frames else "no complete frame")
-        self.dataset.save_episode(parallel_encoding=False)  # no fork of the node's process (act_node.record)
+        save_episode(self.dataset)
         self.seeds.add(seed)
         self.seeds.write(self.root)
         self.task, self.frames = None, 0

@@ -132,3 +132,21 @@ def ros():
     executor.shutdown()
     rclpy.try_shutdown()
     assert alive, "the executor's thread died during this module (its exception is in the warnings summary)"
+
+
+@pytest.fixture(autouse=True)
+def no_real_time_threads():
+    """No test leaves a thread of this process at real-time priority (act_node.encoding): the processes a later test
+    starts would inherit it, and a node that loops at SCHED_FIFO 99 takes a core from everything else. A thread found
+    there is set back to SCHED_OTHER and the test that left it errors."""
+    from act_node.encoding import realtime_threads
+
+    yield
+    raised = realtime_threads()
+    for tid in raised:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            pass
+    if raised:
+        pytest.fail(f"threads of the test process were left at real-time priority: {raised} (tid: policy)")
