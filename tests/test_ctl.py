@@ -174,27 +174,33 @@ def test_a_run_reaches_a_subscriber_discovered_after_the_first(ros):
             retire(ros, later)
 
 
-def test_one_run_starts_at_one_instant_in_the_policy_the_reader_and_the_selector(ros, tiny_checkpoint):
-    """On the arm a run is one act/run, heard by three nodes at three moments: each starts it at the message's
+def test_one_run_starts_at_one_instant_in_the_policy_the_reader_the_selector_and_the_recorder(ros, tiny_checkpoint,
+                                                                                            tmp_path):
+    """On the arm a run is one act/run, heard by four nodes at four moments: each starts it at the message's
     source timestamp, so the scene read after the reader's start is after the policy's too (with each node's own
-    receipt time the policy could refuse the run's only target as older than its run and wait forever)."""
+    receipt time the policy could refuse the run's only target as older than its run and wait forever), and the
+    recorder's episode holds the frames from the moment the run was sent."""
     from act_node.nodes.policy_node import PolicyNode
+    from act_node.nodes.recorder_node import RecorderNode
     from act_node.nodes.scene_reader_node import SceneReaderNode
     from act_node.nodes.selector_node import SelectorNode
 
     space = ["--ros-args", "-r", "__ns:=/ctl_instant"]
     nodes = [PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(tiny_checkpoint))], cli_args=space),
-             SceneReaderNode(cli_args=space), SelectorNode(cli_args=space)]
-    policy, reader, selector = nodes
+             SceneReaderNode(cli_args=space), SelectorNode(cli_args=space),
+             RecorderNode(parameter_overrides=[Parameter("root", value=str(tmp_path / "data")),
+                                               Parameter("use_target", value=False)], cli_args=space)]
+    policy, reader, selector, recorder = nodes
     for node in nodes:
         ros.add_node(node)
     try:
         sent = time.time()
         started = ctl("run", "pick up the box", "--namespace", "ctl_instant")
-        assert started.returncode == 0 and "(3 subscribers)" in started.stdout, started.stdout + started.stderr
+        assert started.returncode == 0 and "(4 subscribers)" in started.stdout, started.stdout + started.stderr
         assert wait_for(lambda: policy.episode_start_s is not None and reader.asked_s is not None
-                        and selector.request == "box")
-        assert policy.episode_start_s == reader.asked_s == selector.episode_s
+                        and selector.request == "box" and recorder.recorder.running is not None)
+        assert policy.episode_start_s == reader.asked_s == selector.episode_s == recorder.recorder.running.start_s
+        assert recorder.recorder.running.task == "pick up the box"
         assert sent < policy.episode_start_s < time.time()
     finally:
         for node in nodes:

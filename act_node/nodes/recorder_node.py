@@ -51,6 +51,7 @@ from act_node.nodes.messages import (
     image_array,
     image_stamp,
     parsed,
+    sent_at,
     stamped_joint_positions,
     target_point,
 )
@@ -147,11 +148,13 @@ class RecorderNode(Node):
         self.recorder.end(result, result.seed)
         self.wake.set()
 
-    def on_run(self, message: String) -> None:
+    def on_run(self, message: String, info) -> None:  # info: rclpy's MessageInfo (the source timestamp)
+        """A run starts (and an empty one ends) where it was sent, as the policy, the selector and the scene reader
+        take it: the frames between the sending and this node hearing it belong to the episode."""
         if message.data:
-            self.begin(message.data, self.get_clock().now().nanoseconds * 1e-9)
+            self.begin(message.data, sent_at(self, info))
         else:
-            self.recorder.end("stop", at_s=self.get_clock().now().nanoseconds * 1e-9)
+            self.recorder.end("stop", at_s=sent_at(self, info))
             self.wake.set()
 
     def on_start(self, _request, response):
