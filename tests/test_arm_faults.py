@@ -393,6 +393,37 @@ def test_a_stalled_bus_still_answers_the_presence_check(bus, folder, stall_s):
     arm.deactivate()
 
 
+def test_the_motor_settings_are_written_through_a_bus_starved_past_three_tries(bus, folder):
+    """CI refused to start the leader: "writing the leader's motor settings failed 3 times: ... There is no status
+    packet!" (its nodes starting at once on two cores). The settings are some thirty writes, each tried once by
+    LeRobot; until_written tries them again for patience_s, not three times back to back, so a bus that answers
+    nothing for 0.6 s is waited out."""
+    from act_node.arm.bus_checks import BUS_ERRORS, until_written
+
+    arm = follower(bus, folder)
+    arm.configure()
+    writes_before = len(bus.writes)
+    bus.stall(0.6)
+    tries = until_written(arm._write_motor_settings, arm.bus.port_handler, (*BUS_ERRORS, RuntimeError))
+    assert tries >= 2  # the first one lost its replies in the stall
+    assert len(bus.writes) > writes_before
+    arm.deactivate()
+
+
+def test_writes_to_a_dead_servo_give_up_with_how_often_and_how_long_they_were_tried(bus, folder):
+    from act_node.arm.bus_checks import BUS_ERRORS, WritesFailed, until_written
+
+    arm = follower(bus, folder)
+    arm.configure()
+    bus.fault(3, silent=True)
+    with pytest.raises(WritesFailed) as failed:
+        until_written(arm._write_motor_settings, arm.bus.port_handler, (*BUS_ERRORS, RuntimeError), patience_s=0.3)
+    assert failed.value.tries >= 3 and failed.value.seconds >= 0.3
+    assert f"failed {failed.value.tries} times over" in str(failed.value)
+    bus.fault(3, silent=False)
+    arm.deactivate()
+
+
 def test_shutdown_rides_out_a_lost_read_on_the_way_to_rest(bus, folder):
     """One read lost in the move to rest (both of LeRobot's tries: replies that never came, as on a loaded
     machine) counts as a failed read, as in the running loop: the move goes on from the next tick's read

@@ -22,6 +22,7 @@ from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from act_node.arm.servo_sim import SimulatedBus
+from act_node.encoding import realtime_threads
 from act_node.nodes import messages
 from act_node.nodes.messages import RELIABLE
 
@@ -83,6 +84,24 @@ def stop(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes under `pid` (children, theirs, ...), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                ppid = int(open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):  # gone meanwhile
+                continue
+            parents.setdefault(ppid, []).append(int(stat))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
 
 
 def cameras(folder, rates: dict[str, float], size) -> dict[str, StreamingCamera]:
@@ -184,6 +203,8 @@ def test_a_recording_with_the_leader_and_cameras_at_30_25_and_15_fps_keeps_every
                 assert answer.success, answers
             time.sleep(1.5)  # the reports of after the last stop
             reports = {node: dict(values) for node, values in watcher.reports.items()}
+            # three episodes encoded: no process of the graph left at real-time priority (act_node.encoding)
+            raised = {pid: threads for pid in descendants(process.pid) if (threads := realtime_threads(pid))}
         finally:
             stop(process)
             for stream in streams.values():
@@ -193,6 +214,7 @@ def test_a_recording_with_the_leader_and_cameras_at_30_25_and_15_fps_keeps_every
     print("\n".join(answers))
     print({k: v for k, v in reports["act_recorder"].items() if k.startswith("frames.")})
     print({c: {k: v for k, v in reports[f"act_camera_{c}"].items() if "ms" in k or "rate" in k} for c in rates})
+    assert raised == {}, f"processes of the graph at real-time priority after recording (pid: threads): {raised}"
     kept = [re.search(r"episode saved: (\d+) frames \((\d+) incomplete", answer) for answer in answers]
     assert all(kept), answers
     for match in kept:

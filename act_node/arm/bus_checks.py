@@ -14,6 +14,7 @@ from act_node.arm.servo_sim import REGISTERS, STS3215_MODEL
 
 # what the Feetech SDK raises on a missing adapter or a garbled, short reply (IndexError: a cut status packet)
 BUS_ERRORS = (ConnectionError, OSError, IndexError)
+RETRY_PAUSE_S = 0.05  # between two tries of until_written: a dead port fails at once, and is not asked in a spin
 CALIBRATION_REGISTERS = {"homing_offset": "Homing_Offset", "range_min": "Min_Position_Limit",
                          "range_max": "Max_Position_Limit"}
 DRAIN_QUIET_S = 0.005  # after a failed or doubtful transaction: the port must stay silent this long ...
@@ -72,6 +73,35 @@ def one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     cause = error.__cause__
     return f"{text} ({' '.join(str(cause).split())})" if cause is not None and str(cause) else text
+
+
+class WritesFailed(Exception):
+    """`until_written` ran out of tries and time: `tries`, over `seconds`, the last `error`."""
+
+    def __init__(self, tries: int, seconds: float, error: BaseException):
+        super().__init__(f"failed {tries} times over {seconds:.1f} s: {one_line(error)}")
+        self.tries, self.seconds, self.error = tries, seconds, error
+
+
+def until_written(write, port_handler, errors: tuple = BUS_ERRORS, attempts: int = 3,
+                  patience_s: float = 1.5) -> int:
+    """Call `write` (register writes that may be repeated: the same values again) until it returns: at least
+    `attempts` times and for at least `patience_s`, the late replies of a failed try drained before the next; the
+    tries it took. WritesFailed after the last. LeRobot's own writes try once, and a sequence of thirty (configure())
+    lost one reply in three tries back to back when a launch started its nodes at once on two cores: spread over
+    `patience_s`, the tries outlast a starved moment, as servo_problems' reads do."""
+    began = time.monotonic()
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            write()
+            return tries
+        except errors as error:
+            if tries >= attempts and time.monotonic() - began >= patience_s:
+                raise WritesFailed(tries, time.monotonic() - began, error) from error
+        drain(port_handler)
+        time.sleep(RETRY_PAUSE_S)
 
 
 def servo_problems(bus, port: str, problems: list[str], attempts: int = 3,

@@ -33,7 +33,16 @@ from pathlib import Path
 import numpy as np
 
 from act_node import so101
-from act_node.arm.bus_checks import calibration_mismatches, drain, drop_input, servo_problems, wait_in_kernel
+from act_node.arm.bus_checks import (
+    BUS_ERRORS,
+    WritesFailed,
+    calibration_mismatches,
+    drain,
+    drop_input,
+    servo_problems,
+    until_written,
+    wait_in_kernel,
+)
 from act_node.arm.calibration import RESOLUTION, Calibration, CalibrationError
 from act_node.arm.interface import (
     ArmConfigurationError,
@@ -108,14 +117,11 @@ class SO101FollowerArm(ArmInterface):
         if problems:
             self._close()
             raise ArmConfigurationError(problems)
-        for attempt in range(3):  # idempotent writes; LeRobot's configure_motors() does not retry a lost reply
-            try:
-                self._write_motor_settings()
-                break
-            except (ConnectionError, RuntimeError, OSError) as error:
-                if attempt == 2:
-                    self._close()
-                    raise ArmConfigurationError([f"writing the motor settings failed 3 times: {error}"]) from None
+        try:  # idempotent writes, retried: LeRobot's configure_motors() does not retry a lost reply
+            until_written(self._write_motor_settings, self.bus.port_handler, (*BUS_ERRORS, RuntimeError))
+        except WritesFailed as failed:
+            self._close()
+            raise ArmConfigurationError([f"writing the motor settings {failed}"]) from None
 
     def _write_motor_settings(self) -> None:
         """LeRobot's SOFollower.configure() settings, written with torque off and left off (its own version

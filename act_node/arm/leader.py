@@ -27,10 +27,12 @@ import numpy as np
 from act_node import so101
 from act_node.arm.bus_checks import (
     BUS_ERRORS,
+    WritesFailed,
     calibration_mismatches,
     drop_input,
     one_line,
     servo_problems,
+    until_written,
     wait_in_kernel,
 )
 from act_node.arm.calibration import Calibration, CalibrationError
@@ -112,15 +114,12 @@ class SO101LeaderArm:
         if problems:
             self.close()
             raise ArmConfigurationError(problems)
-        for attempt in range(3):  # idempotent writes; LeRobot's configure() does not retry a lost reply
-            try:
-                self.leader.configure()  # torque off (a leader is moved by hand), LeRobot's motor settings
-                return
-            except (*BUS_ERRORS, RuntimeError) as error:
-                if attempt == 2:
-                    self.close()
-                    raise ArmConfigurationError([f"turning torque off and writing the leader's motor settings "
-                                                 f"failed 3 times: {one_line(error)}"]) from None
+        try:  # torque off (a leader is moved by hand), LeRobot's motor settings: idempotent, retried
+            until_written(self.leader.configure, self.bus.port_handler, (*BUS_ERRORS, RuntimeError))
+        except WritesFailed as failed:
+            self.close()
+            raise ArmConfigurationError([f"turning torque off and writing the leader's motor settings {failed}"]) \
+                from None
 
     def _unit_mismatches(self) -> list[str]:
         """LeRobot's norm modes as so101.from_lerobot expects them: degrees for the body, 0..100 for the gripper."""
