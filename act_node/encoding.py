@@ -86,9 +86,12 @@ def ordinary_priority() -> Iterator[None]:
     real-time priority that entered without it goes back to the policy and priority it entered with."""
     policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
     dropped = False
-    if os.geteuid() == 0 and _effective(CAP_SYS_NICE):
-        _set_effective(CAP_SYS_NICE, False)
-        dropped = True
+    try:
+        if os.geteuid() == 0 and _effective(CAP_SYS_NICE):
+            _set_effective(CAP_SYS_NICE, False)
+            dropped = True
+    except OSError:  # capget/capset refused (a seccomp filter): the policy is still put back on the way out
+        pass
     try:
         yield
     finally:
