@@ -1,0 +1,51 @@
+"""The levers table: each lever against its baseline on the same seeds, paired episode by episode.
+
+    .venv/bin/python results/act_levers/table.py          # prints the table README.md holds
+
+Each row names two act-sim eval reports in this folder (report.json's per_episode, the same seeds and scenes):
+the baseline's successes, the lever's, the episodes both pick, only the baseline, only the lever, and McNemar's
+exact p over the discordant ones (act_node.report.compare, what `act-sim compare` prints).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from act_node.report import compare, load_report
+
+HERE = Path(__file__).parent
+
+# (lever, baseline report, lever report): seeds 2000-2199 with 4 objects unless the row says otherwise
+ROWS = [
+    ("the scene read from the front camera instead of the simulator's objects (shipped checkpoint)",
+     "shipped_sim_2000_200_4.json", "shipped_cameras_2000_200_4.json"),
+    ("temporal ensembling coefficient 0.0 instead of 0.01", "shipped_cameras_2000_200_4.json",
+     "coeff_0.0_cameras_2000_200_4.json"),
+    ("temporal ensembling coefficient 0.05 instead of 0.01", "shipped_cameras_2000_200_4.json",
+     "coeff_0.05_cameras_2000_200_4.json"),
+    ("temporal ensembling coefficient -0.05 instead of 0.01", "shipped_cameras_2000_200_4.json",
+     "coeff_-0.05_cameras_2000_200_4.json"),
+    ("temporal ensembling coefficient 0.1 instead of 0.01", "shipped_cameras_2000_200_4.json",
+     "coeff_0.1_cameras_2000_200_4.json"),
+    ("ACT at dim 128/ffn 512 under bf16 autocast, its own 40,000 steps (results/act_small)",
+     "shipped_cameras_2000_200_4.json", "small_bf16_cameras_2000_200_4.json"),
+    ("the same, seeds 2100-2399", "shipped_cameras_2100_300_4.json", "small_bf16_cameras_2100_300_4.json"),
+    ("the same, seeds 2000-2099 with 6 objects", "shipped_cameras_2000_100_6.json", "small_bf16_cameras_2000_100_6.json"),
+]
+
+
+def main() -> None:
+    print("| lever | baseline | lever | both | only baseline | only lever | McNemar p |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for lever, base, other in ROWS:
+        if not (HERE / base).is_file() or not (HERE / other).is_file():
+            print(f"| {lever} | | | | | | not measured |")
+            continue
+        table = compare(load_report(HERE / base), load_report(HERE / other))["success"]
+        n = table["episodes"]
+        print(f"| {lever} | {table['a']}/{n} | {table['b']}/{n} | {table['both']} | {table['only_a']} | "
+              f"{table['only_b']} | {table['mcnemar_p']:.3g} |")
+
+
+if __name__ == "__main__":
+    main()
