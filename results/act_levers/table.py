@@ -30,7 +30,8 @@ ROWS = [
     ("ACT at dim 128/ffn 512 under bf16 autocast, its own 40,000 steps (results/act_small)",
      "shipped_cameras_2000_200_4.json", "small_bf16_cameras_2000_200_4.json"),
     ("the same, seeds 2100-2399", "shipped_cameras_2100_300_4.json", "small_bf16_cameras_2100_300_4.json"),
-    ("the same, seeds 2000-2099 with 6 objects", "shipped_cameras_2000_100_6.json", "small_bf16_cameras_2000_100_6.json"),
+    ("the same, seeds 2000-2099 with 6 objects", "shipped_cameras_2000_100_6.json",
+     "small_bf16_cameras_2000_100_6.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),
