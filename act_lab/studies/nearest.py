@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from act_lab.studies.offset import write_environment_state
+from act_lab.studies.offset import append_per_episode
 
 NEAREST = ["nearest_minus_target_x", "nearest_minus_target_y"]
 ENV_KEY = "observation.environment_state"
@@ -85,13 +85,7 @@ def dataset(src: Path, dst: Path) -> None:
     env.close()
     if worst > 0.01:  # the recording's target is the Selector's (within millimetres of the truth)
         raise ValueError(f"the scenes remade from the seeds differ from the recording's (a target {worst:.3f} m off)")
-    every = []
-    for path, table in zip(paths, tables, strict=True):
-        new = np.c_[np.stack(table[ENV_KEY].to_numpy()), np.stack([offsets[e] for e in table["episode_index"]])]
-        table[ENV_KEY] = list(new.astype(np.float32))
-        table.to_parquet(path)
-        every.append(new)
-    write_environment_state(dst, [*names, *NEAREST], every)
+    append_per_episode(dst, paths, tables, offsets, [*names, *NEAREST])
     distances = np.linalg.norm(np.stack(offsets), axis=1)
     print(f"{dst}: {len(offsets)} scenes remade (targets within {worst * 1000:.1f} mm), environment state 17; "
           f"the nearest neighbour {np.median(distances) * 100:.1f} cm away (median)")

@@ -62,6 +62,20 @@ def write_environment_state(dst: Path, names: list[str], every: list[np.ndarray]
     (dst / "meta" / "stats.json").write_text(json.dumps(all_stats, indent=4))
 
 
+def append_per_episode(dst: Path, paths: list[Path], tables: list, per_episode: list[np.ndarray],
+                       names: list[str]) -> None:
+    """Each frame's environment_state in `tables` (read from `paths`, written back) with its episode's numbers of
+    `per_episode` appended; `names` the new state's, into info.json and stats.json."""
+    env_key = "observation.environment_state"
+    every = []
+    for path, table in zip(paths, tables, strict=True):
+        new = np.c_[np.stack(table[env_key].to_numpy()), np.stack([per_episode[e] for e in table["episode_index"]])]
+        table[env_key] = list(new.astype(np.float32))
+        table.to_parquet(path)
+        every.append(new)
+    write_environment_state(dst, names, every)
+
+
 def dataset(src: Path, dst: Path) -> None:
     import pandas as pd
 
@@ -116,14 +130,8 @@ def yaw_dataset(src: Path, dst: Path) -> None:
         yaws.append(target_yaw(env))
     if worst > 1e-5:
         raise ValueError(f"the scenes remade from the seeds differ from the recording's (target off by {worst})")
-    every = []
-    for path, table in zip(paths, tables, strict=True):
-        new = np.c_[np.stack(table[env_key].to_numpy()), np.stack([yaws[e] for e in table["episode_index"]])]
-        table[env_key] = list(new.astype(np.float32))
-        table.to_parquet(path)
-        every.append(new)
     names = json.loads((src / "meta" / "info.json").read_text())["features"][env_key]["names"][:13]
-    write_environment_state(dst, [*names, *YAW], every)
+    append_per_episode(dst, paths, tables, yaws, [*names, *YAW])
     print(f"{dst}: {len(seeds)} scenes remade (the target matches to {worst:.1e}), environment state 15")
 
 
