@@ -7,7 +7,7 @@
   act-lab plannable  how many seeded scenes the expert cannot plan (scene sampling and planning only)
   act-lab curve      every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
   act-lab recipe     an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
-                     --kind yaw: the launch default's, models/act_target_tool_yaw)
+                     --kind yaw: the launch default's, models/act_target_tool_yaw_small)
   act-lab attention  the find-the-cup networks: demo, results (the study behind results/attention), models, picture
   act-lab encoder | frames | cache | act-train | yaw
                      the recipe's stages by hand (act_lab.vision: the encoder, its frames, the cached maps, ACT on
@@ -276,7 +276,7 @@ def cmd_recipe(args: argparse.Namespace) -> None:
             encoder=args.encoder or "", device=args.device, eval_episodes=args.eval_episodes,
             environment_layout=args.environment_layout, ensemble_coeff=ensemble_coeff(args.temporal_ensemble_coeff),
             map_dropout=args.map_dropout, dim_model=args.dim_model, dim_feedforward=args.dim_feedforward,
-            bf16=args.bf16 or None)
+            bf16=args.bf16)
         if args.temporal_ensemble_coeff is not None and args.temporal_ensemble_coeff.lower() == "none":
             settings = replace(settings, ensemble_coeff=None)  # chunks of n_action_steps
         state = Recipe(Path(args.out), settings).run(only=args.stage)
@@ -375,9 +375,10 @@ def make_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--out", required=True, help="the recipe's folder")
     recipe.add_argument("--kind", choices=["cameras", "yaw"], default="cameras",
                         help="cameras: the camera ACT (image tokens through the pretrained, frozen backbone); yaw: "
-                        "models/act_target_tool_yaw's recipe (no image tokens, the yaw read from the cameras by "
-                        "models/yaw_reader). Both default to 360 demonstrations, 40,000 steps at batch 64, "
-                        "ensembled (act_lab/recipe.py KIND_DEFAULTS; the camera recipe's first run, "
+                        "models/act_target_tool_yaw_small's recipe (no image tokens, the yaw read from the cameras "
+                        "by models/yaw_reader; ACT at width 128, feed-forward 512, under bf16 autocast). Both default "
+                        "to 360 demonstrations, 40,000 steps at batch 64, ensembled (act_lab/recipe.py "
+                        "KIND_DEFAULTS; the camera recipe's first run, "
                         "results/act_cameras: --episodes 240 --recovery-episodes 120 --steps 30000 --batch-size 8 "
                         "--save-every 2500 --curve-every 2 --temporal-ensemble-coeff none --environment-layout target)")
     recipe.add_argument("--episodes", type=int, default=None, help="clean expert demonstrations to record (360)")
@@ -402,11 +403,12 @@ def make_parser() -> argparse.ArgumentParser:
                         help="dropout on the cached image maps while the camera ACT trains (0.5; 0: none, as the "
                         "recipe's first runs)")
     recipe.add_argument("--dim-model", type=int, default=None, metavar="D",
-                        help="ACT's transformer width (256; a multiple of its 8 heads)")
+                        help="ACT's transformer width (cameras 256, yaw 128; a multiple of its 8 heads)")
     recipe.add_argument("--dim-feedforward", type=int, default=None, metavar="F",
-                        help="ACT's feed-forward width (1024)")
-    recipe.add_argument("--bf16", action="store_true",
-                        help="the ACT stage's forward pass under bfloat16 autocast (checkpoints stay float32)")
+                        help="ACT's feed-forward width (cameras 1024, yaw 512)")
+    recipe.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="the ACT stage's forward pass under bfloat16 autocast (checkpoints stay float32); "
+                        "the yaw recipe's default, --no-bf16 for float32 throughout")
     recipe.add_argument("--curve-every", type=int, default=None, help="every K-th checkpoint on the curve (10)")
     recipe.add_argument("--curve-episodes", type=int, default=None, help="unseen seeds a curve point (50)")
     recipe.add_argument("--eval-episodes", type=int, default=None,

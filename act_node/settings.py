@@ -32,7 +32,7 @@ REPLAN_EVERY = 30  # the expert's cadence and the recipes' n_action_steps (a che
 EPISODE_STEPS = 300
 DEFAULT_CAMERAS = ("front", "wrist")
 TRAIN_IMAGE_SIZE = (96, 128)
-SHIPPED_MODEL = "act_target_tool_yaw"  # models/act_target_tool_yaw: the trained ACT, policy:=act's default checkpoint
+SHIPPED_MODEL = "act_target_tool_yaw_small"  # models/act_target_tool_yaw_small: the trained ACT, policy:=act's default
 POLICIES = ("act", "expert")
 CLOCKS = ("lockstep", "realtime")
 MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of running its chunks
@@ -96,7 +96,7 @@ _TABLE = [
        "after a second without one), 1 every tick (for RViz's image display or a recorder); a video films every "
        "tick anyway", "graph", low=0),
     _s("merge", "auto", "how the sim (or arm) merges chunks: auto (the checkpoint's own: ACT's temporal ensembling, "
-       "asked every tick, when its config.json sets temporal_ensemble_coeff, as models/act_target_tool_yaw does; "
+       "asked every tick, when its config.json sets temporal_ensemble_coeff, as the shipped checkpoint does; "
        "else replace, the expert's too), replace (each chunk replaces the queued steps), average (half and half), "
        "ensemble (ACT's temporal ensembling, with the checkpoint's coefficient or ACT's 0.01)", "graph",
        choices=MERGE_CHOICES),

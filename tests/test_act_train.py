@@ -582,6 +582,17 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
     pin.write_text(json.dumps({**old, "backbone": "/tmp/none"}))
     main([*command("chunks"), "--steps", "4"])
     assert (tmp_path / "chunks" / "checkpoints" / "000004" / "pretrained_model").is_dir()
+    # the same recording in another folder (a committed stage on a machine that recorded it again) goes on, pinned
+    # to where it is now; with other settings it is still refused
+    moved = tmp_path / "moved_data"
+    shutil.copytree(tiny_dataset, moved)
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="holds a run with other settings"):
+        main([*command("chunks"), "--dataset", str(moved), "--steps", "6", "--batch-size", "4"])
+    main([*command("chunks"), "--dataset", str(moved), "--steps", "6"])
+    assert f"it goes on with {moved.resolve()}" in capsys.readouterr().out
+    assert json.loads(pin.read_text())["dataset"] == str(moved.resolve())
+    assert (tmp_path / "chunks" / "checkpoints" / "000006" / "pretrained_model").is_dir()
     for bad in ("nan", "inf"):
         with pytest.raises(SystemExit):
             main([*command("bad"), "--temporal-ensemble-coeff", bad])
@@ -613,11 +624,15 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
                                                   "--temporal-ensemble-coeff")] == ["40000", "64", "1000", "0.01"]
     assert "--device" not in act
     assert "--device" in Recipe(tmp_path, RecipeSettings.of_kind("yaw", device="cuda"), python="python").command("act")
-    assert not {"--dim-model", "--dim-feedforward", "--bf16"} & set(act)
-    small = Recipe(tmp_path, RecipeSettings.of_kind("yaw", dim_model=128, dim_feedforward=512, bf16=True),
-                   python="python").command("act")
-    assert [small[small.index(flag) + 1] for flag in ("--dim-model", "--dim-feedforward")] == ["128", "512"]
-    assert "--bf16" in small
+    # the shipped default's size: half ACT's width under bf16 autocast (results/act_small)
+    assert [act[act.index(flag) + 1] for flag in ("--dim-model", "--dim-feedforward")] == ["128", "512"]
+    assert "--bf16" in act
+    wide = Recipe(tmp_path, RecipeSettings.of_kind("yaw", dim_model=256, dim_feedforward=1024, bf16=False),
+                  python="python").command("act")
+    assert [wide[wide.index(flag) + 1] for flag in ("--dim-model", "--dim-feedforward")] == ["256", "1024"]
+    assert "--bf16" not in wide
+    cameras = Recipe(tmp_path / "cameras", RecipeSettings.of_kind("cameras", encoder="enc"), python="python")
+    assert not {"--dim-model", "--dim-feedforward", "--bf16"} & set(cameras.command("act"))
     curve = recipe.command("curve")
     assert curve[curve.index("curve") + 1] == f"yaw={tmp_path / 'act'}"
     evaluation = recipe.command("eval")

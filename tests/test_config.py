@@ -108,7 +108,7 @@ def test_merge_auto_runs_a_checkpoint_as_its_config_says(tmp_path):
 
 
 def test_the_shipped_checkpoint_runs_temporally_ensembled_in_every_runner():
-    """models/act_target_tool_yaw's config.json says how it runs (n_action_steps 1, temporal_ensemble_coeff 0.01:
+    """The shipped checkpoint's config.json says how it runs (n_action_steps 1, temporal_ensemble_coeff 0.01:
     results/act_grasp measured it best), so lerobot-eval, act-sim eval, the sim graph and the arm graph agree."""
     from act_node.checkpoints import checkpoint_ensemble_coeff, checkpoint_n_action_steps
     from act_node.config import shipped_checkpoint

@@ -13,7 +13,7 @@ import pytest
 
 from act_node.perception.scene import CameraCalibration, SceneReader
 
-SEED = 2001  # a pen among three others (make demo's scene)
+SEED = 2001  # a pen among three others
 
 
 @pytest.fixture(scope="module")

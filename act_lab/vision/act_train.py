@@ -377,6 +377,13 @@ class Run:
                                  f"({there['dataset_size']['frames']} frames) of {self.dataset_root}, which holds "
                                  f"{wanted['dataset_size']['episodes']} ({wanted['dataset_size']['frames']}) now: a "
                                  f"run does not change its data midway; train on it with another --out")
+            if there["dataset"] != wanted["dataset"] and {**there, "dataset": wanted["dataset"]} == wanted:
+                # the same recording in another folder (a committed stage carried to another machine, whose recipe
+                # recorded the demonstrations again): the run goes on, and is pinned to where its data is now
+                print(f"note: {self.out} was trained on {there['dataset']}; it goes on with {wanted['dataset']}, "
+                      f"which holds as many episodes and frames", flush=True)
+                pinned.write_text(json.dumps(wanted, indent=1) + "\n")
+                there = wanted
             if there != wanted:
                 raise SystemExit(f"{self.out} holds a run with other settings ({there} there, {wanted} asked): use "
                                  "another --out")

@@ -7,7 +7,7 @@
 set -euo pipefail
 B=.venv/bin
 SUITES="pick-4 pick-6 pens-and-keys cluttered"
-CHECKPOINTS="${CHECKPOINTS:-act_target_tool_yaw act_target_tool act_image_less_avg act_pick}"
+CHECKPOINTS="${CHECKPOINTS:-act_target_tool_yaw_small act_target_tool_yaw act_target_tool act_image_less_avg act_pick}"
 for s in $SUITES; do
   mkdir -p results/suites/expert
   [ -f results/suites/expert/$s.json ] || \

@@ -10,7 +10,8 @@ from act_node.report import wilson_interval
 
 HERE = Path(__file__).parent
 SUITES = ("pick-4", "pick-6", "pens-and-keys", "cluttered")
-ROWS = ("act_target_tool_yaw", "act_target_tool", "act_image_less_avg", "act_pick", "expert")
+ROWS = ("act_target_tool_yaw_small", "act_target_tool_yaw", "act_target_tool", "act_image_less_avg", "act_pick",
+        "expert")
 
 
 def cell(path: Path) -> str:
