@@ -32,6 +32,14 @@ ROWS = [
     ("the same, seeds 2100-2399", "shipped_cameras_2100_300_4.json", "small_bf16_cameras_2100_300_4.json"),
     ("the same, seeds 2000-2099 with 6 objects", "shipped_cameras_2000_100_6.json",
      "small_bf16_cameras_2000_100_6.json"),
+    ("training act_small on from 40,000 to 60,000 steps (the mean of 58,000-60,000 against the shipped mean of "
+     "38,000-40,000), seeds 3000-3199", "small_bf16_cameras_3000_200_4.json", "small_60k_cameras_3000_200_4.json"),
+    ("a close on what the policy sees: the jaws held open until the tool is within 1.5 cm of the grasp height "
+     "(act_lab/studies/close_gate.py), the shipped checkpoint, seeds 3000-3199", "small_bf16_cameras_3000_200_4.json",
+     "close_gate_cameras_3000_200_4.json"),
+    ("DART: 240 demonstrations pushed off the plan, the expert's clean action recorded, beside the 360 clean ones; "
+     "both small runs at step 20,000, one checkpoint each", "small_20k_cameras_2000_200_4.json",
+     "dart_20k_cameras_2000_200_4.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),
