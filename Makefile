@@ -20,7 +20,7 @@ setup:
 	@bash scripts/setup.sh
 
 lint: setup
-	$(VENV)/bin/ruff check act_node act_lab tests bench plugins launch
+	$(VENV)/bin/ruff check act_node act_lab tests bench plugins launch results
 
 results: setup
 	$(VENV)/bin/act-lab attention results
