@@ -7,7 +7,7 @@
   act-lab plannable  how many seeded scenes the expert cannot plan (scene sampling and planning only)
   act-lab curve      every checkpoint of a run (or several) on the same unseen seeds: curve.json, curve.png
   act-lab recipe     an ACT from an empty folder, every stage resumable (--kind cameras: the camera ACT;
-                     --kind yaw: the launch default's, models/act_target_tool_yaw_small)
+                     --kind yaw: the launch default's, models/act_target_tool_yaw_dart)
   act-lab attention  the find-the-cup networks: demo, results (the study behind results/attention), models, picture
   act-lab encoder | frames | cache | act-train | yaw
                      the recipe's stages by hand (act_lab.vision: the encoder, its frames, the cached maps, ACT on
@@ -375,21 +375,23 @@ def make_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--out", required=True, help="the recipe's folder")
     recipe.add_argument("--kind", choices=["cameras", "yaw"], default="cameras",
                         help="cameras: the camera ACT (image tokens through the pretrained, frozen backbone); yaw: "
-                        "models/act_target_tool_yaw_small's recipe (no image tokens, the yaw read from the cameras "
-                        "by models/yaw_reader; ACT at width 128, feed-forward 512, under bf16 autocast). Both default "
-                        "to 360 demonstrations, 40,000 steps at batch 64, ensembled (act_lab/recipe.py "
+                        "models/act_target_tool_yaw_dart's recipe (no image tokens, the yaw read from the cameras "
+                        "by models/yaw_reader; ACT at width 128, feed-forward 512, under bf16 autocast, on 360 clean "
+                        "demonstrations and 240 pushed off the plan, 30,000 steps). cameras defaults to 360 clean "
+                        "demonstrations, 40,000 steps; both at batch 64, ensembled (act_lab/recipe.py "
                         "KIND_DEFAULTS; the camera recipe's first run, "
                         "results/act_cameras: --episodes 240 --recovery-episodes 120 --steps 30000 --batch-size 8 "
                         "--save-every 2500 --curve-every 2 --temporal-ensemble-coeff none --environment-layout target)")
     recipe.add_argument("--episodes", type=int, default=None, help="clean expert demonstrations to record (360)")
     recipe.add_argument("--recovery-episodes", type=int, default=None,
-                        help="then demonstrations pushed off the plan on the way to the object (recoveries; 0)")
+                        help="then demonstrations pushed off the plan on the way to the object (recoveries; "
+                        "cameras 0, yaw 240)")
     recipe.add_argument("--more-episodes", type=int, default=None,
                         help="then more clean demonstrations, recorded after the clean and pushed ones (0: 240 more "
                         "measured no gain: results/act_cameras/README.md)")
     recipe.add_argument("--action-noise", type=float, default=None,
                         help="the pushes' scale (act-lab record --action-noise; 1)")
-    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (40,000)")
+    recipe.add_argument("--steps", type=int, default=None, help="ACT training steps (cameras 40,000, yaw 30,000)")
     recipe.add_argument("--batch-size", type=int, default=None, help="ACT's batch (64)")
     recipe.add_argument("--save-every", type=int, default=None, help="ACT steps between checkpoints (1,000)")
     recipe.add_argument("--temporal-ensemble-coeff", default=None, metavar="C",

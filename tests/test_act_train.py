@@ -604,8 +604,8 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
 
 
 def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
-    """--kind yaw: record (wrist 24x32, the yaw reader's 15 numbers, 360 clean), act (no cameras, batch 64, 40,000
-    steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other kind and a folder holding
+    """--kind yaw: record (wrist 24x32, the yaw reader's 15 numbers, 360 clean, then 240 pushed off the plan), act
+    (no cameras, batch 64, 30,000 steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other kind and a folder holding
     the other kind's stages are refused; the eval stage is done only for a report of the average as it is now."""
     recipe = Recipe(tmp_path, RecipeSettings.of_kind("yaw"), python="python")
     assert recipe.stages == ("record", "act", "curve", "eval")
@@ -614,14 +614,18 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     assert record[record.index("--cameras") + 1] == "wrist" and "--raw-maps" not in record
     assert record[record.index("--episodes") + 1] == "360" and record[record.index("--first-seed") + 1] == "10000"
     write_info(tmp_path / "data", 300, layout_size=15)
-    record = recipe.command("record")  # stopped at 300: the rest, clean (no pushed ones in this kind)
+    record = recipe.command("record")  # stopped at 300: the rest of the clean ones first
     assert "--resume" in record and record[record.index("--episodes") + 1] == "60" and "--action-noise" not in record
     write_info(tmp_path / "data", 360, layout_size=15)
+    record = recipe.command("record")  # then the 240 pushed off the plan (DART; results/act_dart)
+    assert "--resume" in record and record[record.index("--episodes") + 1] == "240"
+    assert record[record.index("--action-noise") + 1] == "1.0"
+    write_info(tmp_path / "data", 600, layout_size=15)
     assert recipe.command("record") is None
     act = recipe.command("act")
     assert "--no-cameras" in act and "--cache" not in act and "--backbone" not in act
     assert [act[act.index(flag) + 1] for flag in ("--steps", "--batch-size", "--save-every",
-                                                  "--temporal-ensemble-coeff")] == ["40000", "64", "1000", "0.01"]
+                                                  "--temporal-ensemble-coeff")] == ["30000", "64", "1000", "0.01"]
     assert "--device" not in act
     assert "--device" in Recipe(tmp_path, RecipeSettings.of_kind("yaw", device="cuda"), python="python").command("act")
     # the shipped default's size: half ACT's width under bf16 autocast (results/act_small)
@@ -692,7 +696,7 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
     cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path)])
     yaw = seen[0]
     assert (yaw.kind, yaw.episodes, yaw.recovery_episodes, yaw.steps, yaw.batch_size, yaw.save_every,
-            yaw.ensemble_coeff) == ("yaw", 360, 0, 40_000, 64, 1_000, 0.01)
+            yaw.ensemble_coeff) == ("yaw", 360, 240, 30_000, 64, 1_000, 0.01)
     cli.main(["recipe", "--kind", "yaw", "--out", str(tmp_path), "--steps", "500", "--device", "cuda"])
     assert (seen[1].steps, seen[1].batch_size, seen[1].device) == (500, 64, "cuda")
     cli.main(["recipe", "--out", str(tmp_path)])

@@ -462,7 +462,7 @@ def test_policy_act_without_a_checkpoint_says_the_install_ships_none(tmp_path, m
 
     monkeypatch.setattr(paths, "models_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match="policy:=act needs checkpoint:=<pretrained_model folder> \\(this install "
-                                         "ships no models/act_target_tool_yaw_small\\)"):
+                                         "ships no models/act_target_tool_yaw_dart\\)"):
         describe()
     assert [n.name for n in describe(policy="expert")][-1] == "act_expert"
 

@@ -2,9 +2,9 @@
 
     .venv/bin/python results/act_levers/table.py          # prints the table README.md holds
 
-Each row names two act-sim eval reports in this folder (report.json's per_episode, the same seeds and scenes):
-the baseline's successes, the lever's, the episodes both pick, only the baseline, only the lever, and McNemar's
-exact p over the discordant ones (act_node.report.compare, what `act-sim compare` prints).
+Each row names two act-sim eval reports in this folder or in results/act_dart/card (report.json's per_episode, the
+same seeds and scenes): the baseline's successes, the lever's, the episodes both pick, only the baseline, only the
+lever, and McNemar's exact p over the discordant ones (act_node.report.compare, what `act-sim compare` prints).
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ ROWS = [
     ("DART: 240 demonstrations pushed off the plan, the expert's clean action recorded, beside the 360 clean ones; "
      "both small runs at step 20,000, one checkpoint each", "small_20k_cameras_2000_200_4.json",
      "dart_20k_cameras_2000_200_4.json"),
+    ("DART, the mean of its checkpoints 28,000-30,000 against the shipped act_small (40,000), seeds 3000-3199 "
+     "(results/act_dart)", "small_bf16_cameras_3000_200_4.json", "../act_dart/card/dart_cameras_3000_200_4.json"),
+    ("the same, seeds 2100-2399", "small_bf16_cameras_2100_300_4.json",
+     "../act_dart/card/dart_cameras_2100_300_4.json"),
+    ("the same, seeds 2000-2099 with 6 objects", "small_bf16_cameras_2000_100_6.json",
+     "../act_dart/card/dart_cameras_2000_100_6.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),

@@ -1,15 +1,19 @@
 """The shipped checkpoint's card tables, from the act-sim eval reports in results/act_small/card/.
 
     .venv/bin/python results/act_small/card.py     # the tables of models/act_target_tool_yaw_small's card
+    .venv/bin/python results/act_small/card.py --card results/act_dart/card --this dart --other small \
+        --other-card results/act_small/card --other-label models/act_target_tool_yaw_small
+                                                   # another checkpoint's, against the shipped one
 
 Each report is one `act-sim eval` of the checkpoint (or of the checkpoint it replaced, for the paired column):
 
     act-sim eval --policy.path CHECKPOINT --episodes N --first-seed S --objects K --workers 1 --videos 0 \\
         --scene SCENE --out OUT
 
-named {which}_{scene}_{first seed}_{episodes}_{objects}.json, which being `small` (this checkpoint) or `shipped`
-(models/act_target_tool_yaw, the default it replaced). Pens and keys are the episodes of the 4-object seed set
-that ask for a pen or a key (the objects' kinds are drawn with the scene, so about a quarter of them).
+named {which}_{scene}_{first seed}_{episodes}_{objects}.json, which being `small` (this checkpoint; --this) or
+`shipped` (models/act_target_tool_yaw, the default it replaced; --other and --other-label). Pens and keys are the
+episodes of the 4-object seed set that ask for a pen or a key (the objects' kinds are drawn with the scene, so about
+a quarter of them).
 
 The benchmark suites' reports are card/suites/{which}_cameras_{suite}.json:
 
@@ -21,11 +25,14 @@ The pooled row pairs every distinct scene measured for both checkpoints with sce
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from act_node.report import compare, load_report, mcnemar_exact, wilson_interval
 
 HERE = Path(__file__).parent / "card"
+OTHER_DIR = HERE
+THIS, OTHER, OTHER_LABEL = "small", "shipped", "models/act_target_tool_yaw"
 SETS = (("2100", "300", "4", "2100-2399, 4 objects"), ("2000", "200", "4", "2000-2199, 4 objects"),
         ("2000", "100", "6", "2000-2099, 6 objects"))
 KINDS = ("pen", "key", "box", "cube", "cup", "toy", "ball", "can")
@@ -33,7 +40,7 @@ SUITES = ("pick-4", "pick-6", "pens-and-keys", "cluttered")
 
 
 def report(which: str, scene: str, first: str, episodes: str, objects: str) -> dict | None:
-    path = HERE / f"{which}_{scene}_{first}_{episodes}_{objects}.json"
+    path = (OTHER_DIR if which == OTHER else HERE) / f"{which}_{scene}_{first}_{episodes}_{objects}.json"
     return load_report(path) if path.is_file() else None
 
 
@@ -50,15 +57,16 @@ def of_kinds(report: dict, kinds: tuple[str, ...]) -> tuple[int, int]:
 def pooled_pairs() -> tuple[int, int, int, int, int] | None:
     """(scenes, the replaced one's successes, this one's, only the replaced one, only this one) over every distinct
     scene both were measured on with scene:=cameras; None while a report is missing."""
-    pairs = [(f"shipped_cameras_{s}.json", f"small_cameras_{s}.json", keep) for s, keep in (
+    pairs = [(f"{OTHER}_cameras_{s}.json", f"{THIS}_cameras_{s}.json", keep) for s, keep in (
         ("2100_300_4", None), ("2000_200_4", lambda seed: seed < 2100), ("2000_100_6", None))]
-    pairs += [(f"suites/shipped_cameras_{s}.json", f"suites/small_cameras_{s}.json", None) for s in SUITES]
+    pairs += [(f"suites/{OTHER}_cameras_{s}.json", f"suites/{THIS}_cameras_{s}.json", None) for s in SUITES]
     totals = [0, 0, 0, 0, 0]
     for theirs, mine, keep in pairs:
-        if not ((HERE / theirs).is_file() and (HERE / mine).is_file()):
+        theirs, mine = OTHER_DIR / theirs, HERE / mine
+        if not (theirs.is_file() and mine.is_file()):
             return None
-        a, b = ({e["seed"]: bool(e["success"]) for e in load_report(HERE / name)["per_episode"]
-                 if keep is None or keep(e["seed"])} for name in (theirs, mine))
+        a, b = ({e["seed"]: bool(e["success"]) for e in load_report(path)["per_episode"]
+                 if keep is None or keep(e["seed"])} for path in (theirs, mine))
         if a.keys() != b.keys():
             raise ValueError(f"{theirs} and {mine} hold different seeds")
         for seed in a:
@@ -68,7 +76,18 @@ def pooled_pairs() -> tuple[int, int, int, int, int] | None:
 
 
 def main() -> None:
-    print("| seeds | scene:=cameras | scene:=sim | paired against models/act_target_tool_yaw, cameras "
+    global HERE, OTHER_DIR, THIS, OTHER, OTHER_LABEL
+    parser = argparse.ArgumentParser(description="a checkpoint card's tables from its act-sim eval reports")
+    parser.add_argument("--card", type=Path, default=HERE, help="the reports' folder (results/act_small/card)")
+    parser.add_argument("--other-card", type=Path, default=None,
+                        help="where the other checkpoint's reports are (the same folder as --card)")
+    parser.add_argument("--this", default=THIS, help="the card's checkpoint, as the reports name it (small)")
+    parser.add_argument("--other", default=OTHER, help="the checkpoint it is paired with (shipped)")
+    parser.add_argument("--other-label", default=OTHER_LABEL, help="what the tables call the other one")
+    args = parser.parse_args()
+    HERE, THIS, OTHER, OTHER_LABEL = args.card, args.this, args.other, args.other_label
+    OTHER_DIR = args.other_card or HERE
+    print(f"| seeds | scene:=cameras | scene:=sim | paired against {OTHER_LABEL}, cameras "
           "(both / only it / only this / McNemar p) |")
     print("| --- | --- | --- | --- |")
     rows = [(label, (first, episodes, objects), None) for first, episodes, objects, label in SETS]
@@ -76,14 +95,14 @@ def main() -> None:
     for label, (first, episodes, objects), kinds in rows:
         cells = []
         for scene in ("cameras", "sim"):
-            mine = report("small", scene, first, episodes, objects)
+            mine = report(THIS, scene, first, episodes, objects)
             if mine is None:
                 cells.append("not measured")
             else:
                 cells.append(rate(*of_kinds(mine, kinds)) if kinds else rate(
                     sum(bool(e["success"]) for e in mine["per_episode"]), len(mine["per_episode"])))
-        mine, theirs = report("small", "cameras", first, episodes, objects), report("shipped", "cameras", first,
-                                                                                     episodes, objects)
+        mine, theirs = report(THIS, "cameras", first, episodes, objects), report(OTHER, "cameras", first,
+                                                                                  episodes, objects)
         paired = "not measured"
         if mine is not None and theirs is not None and not kinds:
             table = compare(theirs, mine)["success"]
@@ -93,10 +112,11 @@ def main() -> None:
             paired = f"{of_kinds(theirs, kinds)[0]} against {of_kinds(mine, kinds)[0]}"
         print(f"| {label} | {cells[0]} | {cells[1]} | {paired} |")
     print()
-    print("| suite | this one | models/act_target_tool_yaw | both / only it / only this / McNemar p |")
+    print(f"| suite | this one | {OTHER_LABEL} | both / only it / only this / McNemar p |")
     print("| --- | --- | --- | --- |")
     for suite in SUITES:
-        mine, theirs = (HERE / "suites" / f"{w}_cameras_{suite}.json" for w in ("small", "shipped"))
+        mine, theirs = (folder / "suites" / f"{w}_cameras_{suite}.json" for folder, w in ((HERE, THIS),
+                                                                                          (OTHER_DIR, OTHER)))
         if not (mine.is_file() and theirs.is_file()):
             print(f"| `{suite}` | not measured | | |")
             continue
@@ -108,7 +128,7 @@ def main() -> None:
     pooled = pooled_pairs()
     if pooled:
         n, theirs, mine, only_theirs, only_mine = pooled
-        print(f"Pooled over {n} distinct scenes, scene:=cameras: this one {rate(mine, n)}, models/act_target_tool_yaw "
+        print(f"Pooled over {n} distinct scenes, scene:=cameras: this one {rate(mine, n)}, {OTHER_LABEL} "
               f"{rate(theirs, n)}; {only_theirs} only it, {only_mine} only this one, McNemar p = "
               f"{mcnemar_exact(only_theirs, only_mine):.3g}.")
         print()
@@ -116,7 +136,7 @@ def main() -> None:
     print()
     print("| " + " | ".join(KINDS) + " |")
     print("| " + " | ".join("---:" for _ in KINDS) + " |")
-    cameras, sim = report("small", "cameras", "2100", "300", "4"), report("small", "sim", "2100", "300", "4")
+    cameras, sim = report(THIS, "cameras", "2100", "300", "4"), report(THIS, "sim", "2100", "300", "4")
     cells = []
     for kind in KINDS:
         c = of_kinds(cameras, (kind,)) if cameras else (0, 0)
