@@ -605,8 +605,9 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
 
 def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
     """--kind yaw: record (wrist 24x32, the yaw reader's 15 numbers, 360 clean, then 240 pushed off the plan), act
-    (no cameras, batch 64, 30,000 steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other kind and a folder holding
-    the other kind's stages are refused; the eval stage is done only for a report of the average as it is now."""
+    (no cameras, batch 64, 30,000 steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other
+    kind and a folder holding the other kind's stages are refused; the eval stage is done only for a report of the
+    average as it is now."""
     recipe = Recipe(tmp_path, RecipeSettings.of_kind("yaw"), python="python")
     assert recipe.stages == ("record", "act", "curve", "eval")
     record = recipe.command("record")
