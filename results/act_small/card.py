@@ -27,20 +27,25 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NamedTuple
 
 from act_node.report import compare, load_report, mcnemar_exact, wilson_interval
 
 HERE = Path(__file__).parent / "card"
-OTHER_DIR = HERE
-THIS, OTHER, OTHER_LABEL = "small", "shipped", "models/act_target_tool_yaw"
 SETS = (("2100", "300", "4", "2100-2399, 4 objects"), ("2000", "200", "4", "2000-2199, 4 objects"),
         ("2000", "100", "6", "2000-2099, 6 objects"))
 KINDS = ("pen", "key", "box", "cube", "cup", "toy", "ball", "can")
 SUITES = ("pick-4", "pick-6", "pens-and-keys", "cluttered")
 
 
-def report(which: str, scene: str, first: str, episodes: str, objects: str) -> dict | None:
-    path = (OTHER_DIR if which == OTHER else HERE) / f"{which}_{scene}_{first}_{episodes}_{objects}.json"
+class Side(NamedTuple):
+    """One checkpoint of the card: the name its reports carry and the folder they are in."""
+    name: str
+    folder: Path
+
+
+def report(side: Side, scene: str, first: str, episodes: str, objects: str) -> dict | None:
+    path = side.folder / f"{side.name}_{scene}_{first}_{episodes}_{objects}.json"
     return load_report(path) if path.is_file() else None
 
 
@@ -54,15 +59,16 @@ def of_kinds(report: dict, kinds: tuple[str, ...]) -> tuple[int, int]:
     return sum(bool(e["success"]) for e in episodes), len(episodes)
 
 
-def pooled_pairs() -> tuple[int, int, int, int, int] | None:
+def pooled_pairs(this: Side, other: Side) -> tuple[int, int, int, int, int] | None:
     """(scenes, the replaced one's successes, this one's, only the replaced one, only this one) over every distinct
     scene both were measured on with scene:=cameras; None while a report is missing."""
-    pairs = [(f"{OTHER}_cameras_{s}.json", f"{THIS}_cameras_{s}.json", keep) for s, keep in (
+    pairs = [(f"{other.name}_cameras_{s}.json", f"{this.name}_cameras_{s}.json", keep) for s, keep in (
         ("2100_300_4", None), ("2000_200_4", lambda seed: seed < 2100), ("2000_100_6", None))]
-    pairs += [(f"suites/{OTHER}_cameras_{s}.json", f"suites/{THIS}_cameras_{s}.json", None) for s in SUITES]
+    pairs += [(f"suites/{other.name}_cameras_{s}.json", f"suites/{this.name}_cameras_{s}.json", None)
+              for s in SUITES]
     totals = [0, 0, 0, 0, 0]
     for theirs, mine, keep in pairs:
-        theirs, mine = OTHER_DIR / theirs, HERE / mine
+        theirs, mine = other.folder / theirs, this.folder / mine
         if not (theirs.is_file() and mine.is_file()):
             return None
         a, b = ({e["seed"]: bool(e["success"]) for e in load_report(path)["per_episode"]
@@ -76,18 +82,18 @@ def pooled_pairs() -> tuple[int, int, int, int, int] | None:
 
 
 def main() -> None:
-    global HERE, OTHER_DIR, THIS, OTHER, OTHER_LABEL
     parser = argparse.ArgumentParser(description="a checkpoint card's tables from its act-sim eval reports")
     parser.add_argument("--card", type=Path, default=HERE, help="the reports' folder (results/act_small/card)")
     parser.add_argument("--other-card", type=Path, default=None,
                         help="where the other checkpoint's reports are (the same folder as --card)")
-    parser.add_argument("--this", default=THIS, help="the card's checkpoint, as the reports name it (small)")
-    parser.add_argument("--other", default=OTHER, help="the checkpoint it is paired with (shipped)")
-    parser.add_argument("--other-label", default=OTHER_LABEL, help="what the tables call the other one")
+    parser.add_argument("--this", default="small", help="the card's checkpoint, as the reports name it (small)")
+    parser.add_argument("--other", default="shipped", help="the checkpoint it is paired with (shipped)")
+    parser.add_argument("--other-label", default="models/act_target_tool_yaw",
+                        help="what the tables call the other one")
     args = parser.parse_args()
-    HERE, THIS, OTHER, OTHER_LABEL = args.card, args.this, args.other, args.other_label
-    OTHER_DIR = args.other_card or HERE
-    print(f"| seeds | scene:=cameras | scene:=sim | paired against {OTHER_LABEL}, cameras "
+    this, other = Side(args.this, args.card), Side(args.other, args.other_card or args.card)
+    other_label = args.other_label
+    print(f"| seeds | scene:=cameras | scene:=sim | paired against {other_label}, cameras "
           "(both / only it / only this / McNemar p) |")
     print("| --- | --- | --- | --- |")
     rows = [(label, (first, episodes, objects), None) for first, episodes, objects, label in SETS]
@@ -95,13 +101,13 @@ def main() -> None:
     for label, (first, episodes, objects), kinds in rows:
         cells = []
         for scene in ("cameras", "sim"):
-            mine = report(THIS, scene, first, episodes, objects)
+            mine = report(this, scene, first, episodes, objects)
             if mine is None:
                 cells.append("not measured")
             else:
                 cells.append(rate(*of_kinds(mine, kinds)) if kinds else rate(
                     sum(bool(e["success"]) for e in mine["per_episode"]), len(mine["per_episode"])))
-        mine, theirs = report(THIS, "cameras", first, episodes, objects), report(OTHER, "cameras", first,
+        mine, theirs = report(this, "cameras", first, episodes, objects), report(other, "cameras", first,
                                                                                   episodes, objects)
         paired = "not measured"
         if mine is not None and theirs is not None and not kinds:
@@ -112,11 +118,10 @@ def main() -> None:
             paired = f"{of_kinds(theirs, kinds)[0]} against {of_kinds(mine, kinds)[0]}"
         print(f"| {label} | {cells[0]} | {cells[1]} | {paired} |")
     print()
-    print(f"| suite | this one | {OTHER_LABEL} | both / only it / only this / McNemar p |")
+    print(f"| suite | this one | {other_label} | both / only it / only this / McNemar p |")
     print("| --- | --- | --- | --- |")
     for suite in SUITES:
-        mine, theirs = (folder / "suites" / f"{w}_cameras_{suite}.json" for folder, w in ((HERE, THIS),
-                                                                                          (OTHER_DIR, OTHER)))
+        mine, theirs = (side.folder / "suites" / f"{side.name}_cameras_{suite}.json" for side in (this, other))
         if not (mine.is_file() and theirs.is_file()):
             print(f"| `{suite}` | not measured | | |")
             continue
@@ -125,10 +130,10 @@ def main() -> None:
         print(f"| `{suite}` | {rate(table['b'], n)} | {rate(table['a'], n)} | {table['both']} / {table['only_a']} / "
               f"{table['only_b']} / {table['mcnemar_p']:.3g} |")
     print()
-    pooled = pooled_pairs()
+    pooled = pooled_pairs(this, other)
     if pooled:
         n, theirs, mine, only_theirs, only_mine = pooled
-        print(f"Pooled over {n} distinct scenes, scene:=cameras: this one {rate(mine, n)}, {OTHER_LABEL} "
+        print(f"Pooled over {n} distinct scenes, scene:=cameras: this one {rate(mine, n)}, {other_label} "
               f"{rate(theirs, n)}; {only_theirs} only it, {only_mine} only this one, McNemar p = "
               f"{mcnemar_exact(only_theirs, only_mine):.3g}.")
         print()
@@ -136,7 +141,7 @@ def main() -> None:
     print()
     print("| " + " | ".join(KINDS) + " |")
     print("| " + " | ".join("---:" for _ in KINDS) + " |")
-    cameras, sim = report(THIS, "cameras", "2100", "300", "4"), report(THIS, "sim", "2100", "300", "4")
+    cameras, sim = report(this, "cameras", "2100", "300", "4"), report(this, "sim", "2100", "300", "4")
     cells = []
     for kind in KINDS:
         c = of_kinds(cameras, (kind,)) if cameras else (0, 0)
