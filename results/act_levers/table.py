@@ -2,9 +2,10 @@
 
     .venv/bin/python results/act_levers/table.py          # prints the table README.md holds
 
-Each row names two act-sim eval reports in this folder or in results/act_dart/card (report.json's per_episode, the
-same seeds and scenes): the baseline's successes, the lever's, the episodes both pick, only the baseline, only the
-lever, and McNemar's exact p over the discordant ones (act_node.report.compare, what `act-sim compare` prints).
+Each row names two act-sim eval reports in this folder, results/act_dart/card or results/act_grasp_choice/reports
+(report.json's per_episode, the same seeds and scenes): the baseline's successes, the lever's, the episodes both
+pick, only the baseline, only the lever, and McNemar's exact p over the discordant ones (act_node.report.compare,
+what `act-sim compare` prints).
 """
 
 from __future__ import annotations
@@ -46,6 +47,22 @@ ROWS = [
      "../act_dart/card/dart_cameras_2100_300_4.json"),
     ("the same, seeds 2000-2099 with 6 objects", "small_bf16_cameras_2000_100_6.json",
      "../act_dart/card/dart_cameras_2000_100_6.json"),
+    ("training DART on from 30,000 to 40,000 steps (the mean of 38,000-40,000 against the shipped mean of "
+     "28,000-30,000), seeds 3000-3199", "../act_dart/card/dart_cameras_3000_200_4.json",
+     "dart_40k_cameras_3000_200_4.json"),
+    ("the same, seeds 2100-2399", "../act_dart/card/dart_cameras_2100_300_4.json", "dart_40k_cameras_2100_300_4.json"),
+    ("the same, seeds 2000-2099 with 6 objects", "../act_dart/card/dart_cameras_2000_100_6.json",
+     "dart_40k_cameras_2000_100_6.json"),
+    ("the expert's grasp, four more numbers an episode (act_lab/studies/grasp.py), planned from the simulator's "
+     "objects (an oracle), scene:=sim: both DART-data runs at step 15,000, the mean of 13,000-15,000, seeds "
+     "2100-2399", "../act_grasp_choice/reports/dart_15k_sim_2100_300_4.json",
+     "../act_grasp_choice/reports/grasp_15k_sim_2100_300_4.json"),
+    ("the same at step 20,000 (the mean of 18,000-20,000), scene:=sim",
+     "../act_grasp_choice/reports/dart_20k_sim_2100_300_4.json",
+     "../act_grasp_choice/reports/grasp_20k_sim_2100_300_4.json"),
+    ("the same at step 20,000, scene:=cameras, the grasp planned from the objects the scene reader read (nothing of "
+     "the simulator's truth)", "../act_grasp_choice/reports/dart_20k_cameras_2100_300_4.json",
+     "../act_grasp_choice/reports/grasp_20k_cameras_2100_300_4.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),
