@@ -63,6 +63,13 @@ ROWS = [
     ("the same at step 20,000, scene:=cameras, the grasp planned from the objects the scene reader read (nothing of "
      "the simulator's truth)", "../act_grasp_choice/reports/dart_20k_cameras_2100_300_4.json",
      "../act_grasp_choice/reports/grasp_20k_cameras_2100_300_4.json"),
+    ("the same at step 30,000 (the mean of 28,000-30,000), scene:=cameras, the grasp from the reader's objects, "
+     "against the shipped DART checkpoint (its card)", "../act_dart/card/dart_cameras_2100_300_4.json",
+     "../act_grasp_choice/reports/grasp_30k_cameras_2100_300_4.json"),
+    ("the same, seeds 2000-2099 with 6 objects", "../act_dart/card/dart_cameras_2000_100_6.json",
+     "../act_grasp_choice/reports/grasp_30k_cameras_2000_100_6.json"),
+    ("the same, suite pens-and-keys", "../act_dart/card/suites/dart_cameras_pens-and-keys.json",
+     "../act_grasp_choice/reports/grasp_30k_cameras_pens-and-keys.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),
