@@ -51,6 +51,7 @@ def planned_grasp(env, observation: dict, perceived: bool = False) -> np.ndarray
     """The grasp the expert plans from this first observation, for the scene as the simulator holds it, or,
     `perceived`, as the scene reader read it from the front camera (scene:=cameras: kinds, places and yaws by
     their symmetry; nothing of the simulator's truth)."""
+    from act_node.tabletop.expert import scene_objects
     from act_node.tabletop.planner import plan_for_scene
 
     unwrapped = env.unwrapped
@@ -59,8 +60,7 @@ def planned_grasp(env, observation: dict, perceived: bool = False) -> np.ndarray
             raise SystemExit("--perceived plans from the scene reader's objects: run it with --scene cameras")
         objects = [(o.kind, float(o.x), float(o.y), float(o.yaw)) for o in unwrapped.seen]
     else:
-        objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
-                   for o in unwrapped.table.task.object_states()]
+        objects = scene_objects(env)
     target_xy = np.asarray(observation["environment_state"][:2], dtype=np.float64)
     plan = plan_for_scene(observation["agent_pos"], target_xy, unwrapped.scene.request, objects, unwrapped.fps)
     return grasp_features(plan, target_xy)

@@ -17,6 +17,7 @@ import sys
 def main(report: str, out: str) -> None:
     from act_node.config import GraphConfig
     from act_node.envs import make_env
+    from act_node.tabletop.expert import scene_objects
     from act_node.tabletop.perturb import closing_tick
     from act_node.tabletop.planner import plan_for_scene
 
@@ -27,8 +28,7 @@ def main(report: str, out: str) -> None:
     for episode in episodes:
         observation, _ = env.reset(seed=episode["seed"])
         scene = env.unwrapped
-        objects = [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
-                   for o in scene.table.task.object_states()]
+        objects = scene_objects(scene)
         request, target = scene.scene.request, observation["environment_state"][:2]
         row = {"seed": episode["seed"], "kind": request, "outcome": episode["outcome"]}
         try:
