@@ -397,9 +397,9 @@ def make_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--temporal-ensemble-coeff", default=None, metavar="C",
                         help="written into the checkpoints' config.json (n_action_steps 1): how they run in eval, "
                         "the curve and the graph; none: chunks of n_action_steps (0.01)")
-    recipe.add_argument("--environment-layout", choices=["target", "target_tool", "target_tool_yaw"], default=None,
+    recipe.add_argument("--environment-layout", choices=list(ENV_LAYOUTS), default=None,
                         help="observation.environment_state (act-sim record --environment-state): cameras "
-                        "target_tool (default) or target; yaw target_tool_yaw only")
+                        "target_tool (default) or target; yaw target_tool_yaw_grasp (default) or target_tool_yaw")
     recipe.add_argument("--device", default=None, help="where the ACT stage trains: cpu (default) or cuda[:N]")
     recipe.add_argument("--map-dropout", type=float, default=None, metavar="P",
                         help="dropout on the cached image maps while the camera ACT trains (0.5; 0: none, as the "

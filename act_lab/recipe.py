@@ -5,10 +5,11 @@
     act-lab recipe --kind yaw --out outputs/yaw    # the shipped default's recipe (models/act_target_tool_yaw_dart)
 
 --kind yaw makes what `policy:=act` runs: ACT without image tokens on the joints and environment_state's
-target_tool_yaw layout, the requested object's yaw read from the front and wrist cameras by models/yaw_reader
-(its backbone is models/tabletop_encoder), 360 clean demonstrations, ACT at width 128 (feed-forward 512) under
-bfloat16 autocast, 40,000 steps at batch 64, the mean of the last 3 checkpoints, run with ACT's temporal
-ensembling (0.01). Its stages are record, act, curve and eval (no
+target_tool_yaw_grasp layout (the requested object's yaw read from the front and wrist cameras by models/yaw_reader,
+whose backbone is models/tabletop_encoder, and the grasp the expert's planner chooses: act_node.tabletop.grasp;
+--environment-layout target_tool_yaw: the yaw without the grasp), 360 clean demonstrations and 240 pushed off the
+plan (DART), ACT at width 128 (feed-forward 512) under bfloat16 autocast, 30,000 steps at batch 64, the mean of the
+last 3 checkpoints, run with ACT's temporal ensembling (0.01). Its stages are record, act, curve and eval (no
 encoder, no maps to cache). On a lent GPU: --device cuda.
 
 --kind cameras (the default) trains the camera ACT at the same scale, with the front and wrist images through the
@@ -67,7 +68,7 @@ CURVE_SEED = 1_000
 EVAL_SEED = 2_000  # the cards' seeds: 2000-2199, 4 objects
 EVAL_OBJECTS = 4
 # environment_state's layouts each kind may record (act-sim record --environment-state)
-KIND_LAYOUTS = {"cameras": ("target_tool", "target"), "yaw": ("target_tool_yaw",)}
+KIND_LAYOUTS = {"cameras": ("target_tool", "target"), "yaw": ("target_tool_yaw_grasp", "target_tool_yaw")}
 # the numbers each kind starts from (the CLI's defaults); the yaw kind's are models/act_target_tool_yaw_dart's
 KIND_DEFAULTS = {
     # The image-less ACT's measured scale (results/act_scale: 40,000 steps at batch 64 on 360 clean demonstrations,
@@ -84,8 +85,9 @@ KIND_DEFAULTS = {
     # bf16 autocast: 2.83x the steps a second on these cores, and it picked more on the same seeds (results/act_small);
     # then 240 demonstrations pushed off the plan (DART) after the 360 clean ones, 30,000 steps: more again on the
     # same seeds (results/act_dart)
+    # then the grasp the expert chose as four more numbers (target_tool_yaw_grasp): results/act_grasp_choice
     "yaw": {"episodes": 360, "recovery_episodes": 240, "steps": 30_000, "save_every": 1_000, "batch_size": 64,
-            "curve_every": 10, "ensemble_coeff": 0.01, "environment_layout": "target_tool_yaw",
+            "curve_every": 10, "ensemble_coeff": 0.01, "environment_layout": "target_tool_yaw_grasp",
             "dim_model": 128, "dim_feedforward": 512, "bf16": True},
 }
 

@@ -7,6 +7,7 @@ where the package's commands (act-sim eval, record, the Ray shards, the LeRobot 
 
 from __future__ import annotations
 
+from act_node.table_frame import YAW_LAYOUTS
 from act_node.tabletop.env import PickObjectEnv
 
 _READER = None  # models/yaw_reader, loaded once a process
@@ -33,9 +34,10 @@ def scene_reader(folder: str = ""):
 
 
 def make_env(**kwargs) -> PickObjectEnv:
-    """PickObjectEnv(**kwargs), given models/yaw_reader when the layout is target_tool_yaw and none is given, and
-    the scene reader (`scene_reader_model`, a folder; '': models/scene_reader) when scene is 'cameras'."""
-    if kwargs.get("environment_layout") == "target_tool_yaw" and kwargs.get("yaw_reader") is None:
+    """PickObjectEnv(**kwargs), given models/yaw_reader when the layout reads the yaw (target_tool_yaw and
+    target_tool_yaw_grasp) and none is given, and the scene reader (`scene_reader_model`, a folder; '':
+    models/scene_reader) when scene is 'cameras'."""
+    if kwargs.get("environment_layout") in YAW_LAYOUTS and kwargs.get("yaw_reader") is None:
         kwargs["yaw_reader"] = yaw_reader()
     folder = kwargs.pop("scene_reader_model", "") or ""
     if kwargs.get("scene") == "cameras" and kwargs.get("scene_reader") is None:

@@ -57,6 +57,9 @@ class EpisodeResult:
     interrupted: str | None = None  # the sim node held ticks for want of any action (a node died): failed
     outcome: str | None = None  # why it ended: one of act_node.tabletop.outcomes.MODES (None: an older record)
     outcome_facts: dict | None = None  # what that was judged from (OutcomeFacts.to_dict)
+    # target_tool_yaw_grasp: what the grasp was planned from (act_node.tabletop.grasp.Grasp.source: "scene", "target
+    # alone", "none"); None for the other layouts
+    grasp_source: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -253,4 +256,5 @@ class Rollout:
                              selector_found=info["selector_found"], lifted=list(info.get("lifted", [])),
                              held_after_success=held, outcome=info.get("outcome"),
                              outcome_facts=info.get("outcome_facts"), policy_calls=getattr(agent, "calls", 0),
-                             mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1))
+                             mean_inference_s=getattr(agent, "inference_s", 0.0) / max(getattr(agent, "calls", 0), 1),
+                             grasp_source=info.get("grasp_source"))

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from multiprocessing import get_context
 from pathlib import Path
@@ -217,12 +218,13 @@ def journal_header(config: GraphConfig, steps: int, coeff: float | None, merge: 
     from act_node.paths import models_dir
     from act_node.perception.scene import default_model_dir
     from act_node.perception.yaw import DEFAULT_READER
+    from act_node.table_frame import YAW_LAYOUTS
 
     env = config.env_kwargs()
     return {"env": env, "device": config.device, "n_action_steps": steps, "merge": merge,
             "temporal_ensemble_coeff": coeff, "checkpoint": folder_digest(config.checkpoint),
             "yaw_reader": folder_digest(models_dir() / DEFAULT_READER)
-            if env["environment_layout"] == "target_tool_yaw" else None,
+            if env["environment_layout"] in YAW_LAYOUTS else None,
             "scene_reader": folder_digest(env["scene_reader_model"] or default_model_dir())
             if env["scene"] == "cameras" else None,
             "act_node": source_digest(),
@@ -453,6 +455,7 @@ def summarize(episodes: list[dict]) -> dict:
     successes = sum(e["success"] for e in episodes)
     grasps = sum(e.get("max_reward", 0.0) > GRASPED_REWARD for e in episodes)
     outcomes = outcome_summary(episodes)  # why each episode ended (act_node.tabletop.outcomes), by kind too
+    sources = Counter(e["grasp_source"] for e in episodes if e.get("grasp_source"))
     return {"episodes": len(episodes), "success_rate": successes / len(episodes),
             "success_ci95": list(wilson_interval(successes, len(episodes))),
             "mean_sum_reward": float(np.mean([e["sum_reward"] for e in episodes])),
@@ -468,4 +471,6 @@ def summarize(episodes: list[dict]) -> dict:
             "picked_other": sum(any(k != requested_kind(e["task"]) for k in e.get("lifted", [])) for e in episodes),
             "max_target_error_m": max((e["target_error_m"] for e in episodes
                                        if math.isfinite(e.get("target_error_m") or math.inf)), default=None),
+            # target_tool_yaw_grasp: how many episodes had their grasp planned from what (scene, target alone, none)
+            **({"grasp_sources": dict(sorted(sources.items()))} if sources else {}),
             **(outcomes or {})}

@@ -41,9 +41,12 @@ import numpy as np
 from act_node import so101
 from act_node.table_frame import (  # noqa: F401 (the layouts' names are read from here too)
     ENV_LAYOUTS,
+    GRASP_LAYOUTS,
+    GRASP_NAMES,
     JOINT_LAYOUTS,
     KIND_NAMES,
     TOOL_NAMES,
+    YAW_LAYOUTS,
     YAW_NAMES,
     environment_layout,
     environment_state_names,
@@ -339,12 +342,13 @@ def requested_kind(task: str) -> str:
     return task.removeprefix(TASK_PREFIX) if task.startswith(TASK_PREFIX) else ""
 
 
-# environment_state's layouts, "target" (10), "target_tool" (13) and "target_tool_yaw" (15), are named in
-# act_node.table_frame (ENV_LAYOUTS). target_tool's last three numbers come from the tool centre point in the table
-# frame, which the caller gives: the env reads it from the simulator, the recorder and the policy node from the
-# joints by the URDF's forward kinematics (act_node.description.tool_point); the two agree to 1e-6 m
+# environment_state's layouts, "target" (10), "target_tool" (13), "target_tool_yaw" (15) and "target_tool_yaw_grasp"
+# (19), are named in act_node.table_frame (ENV_LAYOUTS). target_tool's last three numbers come from the tool centre
+# point in the table frame, which the caller gives: the env reads it from the simulator, the recorder and the policy
+# node from the joints by the URDF's forward kinematics (act_node.description.tool_point); the two agree to 1e-6 m
 # (tests/test_description.py). target_tool_yaw's last two are the yaw reader's (act_node.perception.yaw), read from the
-# cameras once an episode; the caller gives them too.
+# cameras once an episode; the caller gives them too. target_tool_yaw_grasp's last four are the planner's grasp
+# (act_node.tabletop.grasp), planned once an episode; the caller gives them too.
 
 
 def _finite(value, size: int) -> np.ndarray | None:
@@ -355,12 +359,13 @@ def _finite(value, size: int) -> np.ndarray | None:
     return array if array.shape == (size,) and np.all(np.isfinite(array)) else None
 
 
-def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target", yaw=None):
+def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "target", yaw=None, grasp=None):
     """environment_state for a target at `target_xy` (table frame, metres) of the requested kind, in `layout`
     ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres; "target_tool_yaw" that and the
-    requested object's `yaw` numbers, (cos k*yaw, sin k*yaw)): float32 (len(environment_state_names(layout)),).
-    ValueError on an unknown kind or layout, a target that is not two finite numbers, or a tool point or yaw
-    missing or not three (two) finite numbers."""
+    requested object's `yaw` numbers, (cos k*yaw, sin k*yaw); "target_tool_yaw_grasp" those and the planned
+    `grasp`'s four numbers, act_node.tabletop.grasp): float32 (len(environment_state_names(layout)),).
+    ValueError on an unknown kind or layout, a target that is not two finite numbers, or a tool point, yaw or grasp
+    missing or not three (two, four) finite numbers."""
     if layout not in ENV_LAYOUTS:
         environment_state_names(layout)  # raises, naming the layouts
     xy = np.asarray(target_xy, dtype=np.float32).reshape(-1)
@@ -384,21 +389,28 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     if turn is None:
         raise ValueError(f"environment_state {layout!r} needs the requested object's yaw (cos k*yaw, sin k*yaw: two "
                          f"finite numbers, act_node.perception.yaw), got {yaw!r}")
-    return np.r_[state, turn].astype(np.float32)
+    state = np.r_[state, turn].astype(np.float32)
+    if layout == "target_tool_yaw":
+        return state
+    chosen = _finite(grasp, len(GRASP_NAMES))
+    if chosen is None:
+        raise ValueError(f"environment_state {layout!r} needs the planned grasp ({', '.join(GRASP_NAMES)}: four "
+                         f"finite numbers, act_node.tabletop.grasp), got {grasp!r}")
+    return np.r_[state, chosen].astype(np.float32)
 
 
 def build_observation(joints_rad, images: dict[str, np.ndarray], target_xy=None, request: str | None = None,
-                      layout: str = "target", tool_xyz=None, yaw=None) -> dict:
+                      layout: str = "target", tool_xyz=None, yaw=None, grasp=None) -> dict:
     """The observation as the env gives it and LeRobot's `preprocess_observation` reads it:
     agent_pos (6,) float32 in LeRobot's SO-101 units (degrees, gripper 0-100) from the joints in radians,
     pixels {camera: (H, W, 3) uint8}, and, when a target is given, environment_state in `layout` for it, the
     requested kind (and, in layout target_tool, the tool centre point `tool_xyz` relative to it; in target_tool_yaw
-    also the requested object's `yaw` numbers) (ValueError for an unknown kind or layout, a target that is not two
-    finite numbers, a missing tool point or yaw)."""
+    also the requested object's `yaw` numbers; in target_tool_yaw_grasp also the planned `grasp`) (ValueError for an
+    unknown kind or layout, a target that is not two finite numbers, a missing tool point, yaw or grasp)."""
     observation = {"agent_pos": so101.to_lerobot(np.asarray(joints_rad, dtype=np.float64)).astype(np.float32),
                    "pixels": dict(images)}
     if target_xy is not None:
-        observation["environment_state"] = environment_state(target_xy, request, tool_xyz, layout, yaw)
+        observation["environment_state"] = environment_state(target_xy, request, tool_xyz, layout, yaw, grasp)
     return observation
 
 

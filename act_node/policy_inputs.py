@@ -8,18 +8,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from act_node import so101
 from act_node.checkpoints import checkpoint_layout, readable_checkpoint_cameras, trained_renderer
 from act_node.config import task_kind
 from act_node.description import tool_point
 from act_node.observation import build_observation, requested_kind
 from act_node.policy import OBS_ENV_STATE, OBS_IMAGES, ChunkPolicy, FeatureSpec, resized_frame
+from act_node.table_frame import GRASP_LAYOUTS, YAW_LAYOUTS
 
 
 @dataclass
 class CameraRoles:
     cameras: list[str]  # subscribed to, camera/<name>/image_raw: the ACT's, then the yaw reader's
     act_cameras: list[str]  # the ones the ACT takes
-    reader_cameras: list[str]  # the ones the yaw reader reads (target_tool_yaw)
+    reader_cameras: list[str]  # the ones the yaw reader reads (target_tool_yaw, target_tool_yaw_grasp)
     reads_yaw: bool
     trained: dict[str, tuple[int, int]] | None  # the image sizes the checkpoint was trained on
     trained_renderer: str | None  # what drew its training images
@@ -33,10 +35,10 @@ def camera_roles(checkpoint: str, cameras: list[str]) -> CameraRoles:
     # the sizes it was trained on, so that the check is about the camera set and the state; image sizes
     # are then checked per message
     trained = readable_checkpoint_cameras(checkpoint)
-    # a checkpoint in the target_tool_yaw layout reads the requested object's yaw from the yaw reader's cameras
-    # (act_node.perception.yaw) at each run's first observation, whether or not it takes images itself: the node
+    # a checkpoint in a target_tool_yaw layout (and _grasp) reads the requested object's yaw from the yaw reader's
+    # cameras (act_node.perception.yaw) at each run's first observation, whether or not it takes images itself: the node
     # subscribes to the checkpoint's cameras and the reader's, and feeds the ACT only its own
-    reads_yaw = checkpoint_layout(checkpoint) == "target_tool_yaw"
+    reads_yaw = checkpoint_layout(checkpoint) in YAW_LAYOUTS
     reader_cameras: list[str] = []
     if trained == {} and cameras:  # a checkpoint that takes no images (joints and target only)
         if not reads_yaw:
@@ -114,13 +116,22 @@ def frame_size_line(camera: str, size: tuple[int, int], trained: tuple | None, f
 class Observer:
     """An answered observation's parts (act_node.policy_schedule.Due) as the checkpoint's LeRobot observation:
     each image at its trained size (resized as LeRobot's processors do), with the target where the selector found
-    it and the request (the task's kind), one-hot, when the checkpoint takes them. On the inference thread only."""
+    it and the request (the task's kind), one-hot, when the checkpoint takes them. On the inference thread only.
+    A checkpoint in the target_tool_yaw_grasp layout takes the grasp the expert's planner chooses, planned at the
+    run's first observation (act_node.tabletop.grasp) among the run's objects (`use_scene`: Due.scene, from
+    scene/objects) or, without them, from the target and the yaw read; `said` holds the lines for the log."""
 
-    def __init__(self, roles: CameraRoles, policy: ChunkPolicy, use_target: bool, yaw_reader=None):
+    def __init__(self, roles: CameraRoles, policy: ChunkPolicy, use_target: bool, yaw_reader=None,
+                 use_scene: bool = True, fps: float = 30.0):
         self.roles, self.yaw_reader = roles, yaw_reader
         features = policy.config.input_features
         self.wants_target = OBS_ENV_STATE in features and use_target
         self.environment_layout = policy.environment_layout or "target"  # checked against the layouts at load
+        self.wants_grasp = self.wants_target and self.environment_layout in GRASP_LAYOUTS
+        self.wants_scene = self.wants_grasp and use_scene  # the schedule waits for the run's scene/objects
+        self.fps = float(fps)
+        self._run_grasp = None  # (run number, act_node.tabletop.grasp.Grasp planned at its first observation)
+        self.said: list[tuple[str, str]] = []
         # frames of any size are taken; the ACT gets each at its trained size, the yaw reader at its own (each
         # resizes as LeRobot's processors do: act_node.policy.resized_frame)
         self.image_sizes = {c: tuple(features[f"{OBS_IMAGES}.{c}"].shape[1:]) for c in roles.act_cameras}
@@ -131,14 +142,40 @@ class Observer:
         if self.wants_target:
             task_kind(task)
 
-    def observe(self, parts: dict, task: str, target: tuple | None, serial: int) -> dict:
-        """ValueError: a task that names no kind, a misshapen image for the yaw reader."""
+    def observe(self, parts: dict, task: str, target: tuple | None, serial: int, scene: tuple | None = None) -> dict:
+        """ValueError: a task that names no kind, a misshapen image for the yaw reader, a target that is not two
+        finite numbers."""
         about = ()
         if self.wants_target:  # target_tool: and the tool's place, by forward kinematics from these joints
             tool = tool_point(parts["joints"]) if self.environment_layout != "target" else None
-            about = (target[1], requested_kind(task), self.environment_layout, tool, self._yaw(serial, parts, task))
+            yaw = self._yaw(serial, parts, task)
+            grasp = self._grasp(serial, parts, task, target[1], yaw, scene)
+            about = (target[1], requested_kind(task), self.environment_layout, tool, yaw, grasp)
         images = {c: resized_frame(parts[c], self.image_sizes[c]) for c in self.roles.act_cameras}
         return build_observation(parts["joints"], images, *about)
+
+    def _grasp(self, serial: int, parts: dict, task: str, target_xy, yaw, scene) -> np.ndarray | None:
+        """target_tool_yaw_grasp: the grasp planned at the first answered observation of run number `serial` from
+        its joints, the target, and the run's objects (`scene`, (stamp, [(kind, x, y, yaw)]), or None: the target
+        alone, lying as the yaw reader read it), held through the run; None for the other layouts."""
+        if not self.wants_grasp:
+            return None
+        if self._run_grasp is None or self._run_grasp[0] != serial:
+            from act_node.tabletop.grasp import planned_grasp
+
+            objects = None if scene is None else scene[1]
+            start = so101.to_lerobot(np.asarray(parts["joints"], dtype=np.float64)).astype(np.float32)
+            grasp = planned_grasp(start, target_xy, requested_kind(task), objects, self.fps, yaw)
+            self._run_grasp = (serial, grasp)
+            if grasp.source == "none":
+                self.said.append(("warn", f"no grasp planned for this run ({grasp.why}): the checkpoint is given "
+                                          f"zeros for it"))
+            else:
+                roll = np.degrees(np.arctan2(grasp.numbers[1], grasp.numbers[0]))
+                self.said.append(("info", f"grasp planned from the {grasp.source}: wrist roll {roll:.0f} deg at the "
+                                          f"close, tool {100 * grasp.numbers[2]:+.1f}, {100 * grasp.numbers[3]:+.1f} "
+                                          f"cm off the target"))
+        return self._run_grasp[1].numbers
 
     def _yaw(self, serial: int, parts: dict, task: str) -> np.ndarray | None:
         """target_tool_yaw: the yaw the reader read at the first answered observation of run number `serial`

@@ -61,8 +61,9 @@ class PolicyStats:
 
 
 class Due(NamedTuple):
-    """An observation to answer: its stamp, its parts, the run's task, target and start, the run's number, and
-    whether the policy's queue must be reset before it (a run's first answer)."""
+    """An observation to answer: its stamp, its parts, the run's task, target and start, the run's number, whether
+    the policy's queue must be reset before it (a run's first answer), and the run's objects (scene/objects: (stamp,
+    [(kind, x, y, yaw)])) when the checkpoint plans a grasp among them, else None."""
 
     stamp: float
     parts: dict
@@ -71,6 +72,7 @@ class Due(NamedTuple):
     run: float
     serial: int
     reset: bool
+    scene: tuple | None = None
 
 
 def stamp_matcher(cameras: list[str], listed: list[str], camera_fps: list[float], fps: float, skew_s: float,
@@ -87,11 +89,13 @@ class PolicySchedule:
     def __init__(self, matcher: ObservationMatcher, cameras: list[str], fps: float, replan_every: int,
                  infer_mode: str, stale_s: float, ahead_s: float, jump_back_s: float, wants_target: bool,
                  log, clock: Callable[[], tuple[bool, float]], monotonic: Callable[[], float] = time.monotonic,
-                 target_topic: str = "target/point"):
+                 target_topic: str = "target/point", wants_scene: bool = False, scene_topic: str = "scene/objects"):
         self.matcher, self.cameras, self.fps = matcher, list(cameras), float(fps)
         self.replan_every, self.infer_mode, self.wants_target = int(replan_every), infer_mode, wants_target
         self.stale_s, self.ahead_s, self.jump_back_s = float(stale_s), float(ahead_s), float(jump_back_s)
         self.log, self.clock, self.monotonic, self.target_topic = log, clock, monotonic, target_topic
+        self.wants_scene, self.scene_topic = wants_scene, scene_topic  # a grasp planned among the run's objects
+        self.scene: tuple[float, list] | None = None
         self.lock = threading.Lock()  # the matcher, the run and the target, between callbacks and the thread
         # each joint state's frames (the matcher's ages: how old each camera's was, or none), and the frames of the
         # observations answered
@@ -113,17 +117,17 @@ class PolicySchedule:
         self._refused_s = -math.inf  # the newest observation stamp refused (each is counted once)
         self._refused_since_answer = 0
         self._onset: str | None = None  # the reason last logged: one line per onset, not per message
-        self._waiting_for_target = False
+        self._waiting_for_target = self._waiting_for_scene = False
 
     @classmethod
     def of_parameters(cls, values: dict, cameras: list[str], replan_every: int, wants_target: bool, log,
-                      clock: Callable[[], tuple[bool, float]]) -> PolicySchedule:
+                      clock: Callable[[], tuple[bool, float]], wants_scene: bool = False) -> PolicySchedule:
         """The schedule of the policy node's parameters (`values`), its matcher that of the joint states and
         `cameras` (those subscribed to)."""
         matcher = stamp_matcher(cameras, values["cameras"], values["camera_fps"], values["fps"], values["skew_s"],
                                 values["frame_max_age"])
         return cls(matcher, cameras, values["fps"], replan_every, values["infer"], values["stale_s"],
-                   values["ahead_s"], values["jump_back_s"], wants_target, log, clock)
+                   values["ahead_s"], values["jump_back_s"], wants_target, log, clock, wants_scene=wants_scene)
 
     # --- runs and what the callbacks store ------------------------------------------------------------
     def begin(self, start_s: float, task: str, on_clock: bool = False) -> None:
@@ -148,6 +152,10 @@ class PolicySchedule:
     def set_target(self, target: tuple[float, object]) -> None:
         with self.lock:
             self.target = target
+
+    def set_scene(self, scene: tuple[float, list]) -> None:
+        with self.lock:
+            self.scene = scene
 
     def bad_message(self, source: str) -> None:
         with self.lock:
@@ -268,11 +276,16 @@ class PolicySchedule:
                 self.refuse_locked(stamp, *stale)
                 self.answered_s = stamp
                 return None
-            target = self.target
+            target, scene = self.target, self.scene if self.wants_scene else None
             self._waiting_for_target = self.wants_target and (target is None
                                                               or target[0] < self.episode_start_s - 1e-6)
             if self._waiting_for_target:
                 self.log.warn(f"waiting for {self.target_topic} for this episode", throttle_duration_sec=2.0)
+                return None
+            self._waiting_for_scene = self.wants_scene and (scene is None or scene[0] < self.episode_start_s - 1e-6)
+            if self._waiting_for_scene:
+                self.log.warn(f"waiting for {self.scene_topic} for this episode (the grasp is planned among its "
+                              f"objects)", throttle_duration_sec=2.0)
                 return None
             reset, self._reset_policy = self._reset_policy, False
             passed = len({self.slot(s) for s, _ in self.matcher.buffers["joints"]
@@ -285,7 +298,7 @@ class PolicySchedule:
             self.answered_s, self._answered_in_run = stamp, True
             for camera, part in self.matcher.match(stamp).items():
                 self.answered_ages.add(camera, stamp - part[0])
-            return Due(stamp, parts, self.task, target, self.episode_start_s, self.runs, reset)
+            return Due(stamp, parts, self.task, target, self.episode_start_s, self.runs, reset, scene)
 
     def stale(self, stamp: float) -> tuple[str, str] | None:
         """(reason, why) when the complete observation of `stamp` is too old or ahead of the clock, else None."""
@@ -386,7 +399,7 @@ class PolicySchedule:
             silent = {source: now - self._heard[source] if source in self._heard else None
                       for source in ("joints", *self.cameras)}
             waiting = self._waiting_since is not None and now - self._waiting_since > self.stale_s
-            target = self._waiting_for_target
+            target, scene = self._waiting_for_target, self._waiting_for_scene
             self.ticks.bounds = self.answered_ages.bounds = {
                 camera: (self.matcher.periods[camera], self.matcher.measured_period_s(camera) or math.nan,
                          self.matcher.oldest_s(camera)) for camera in self.cameras}
@@ -413,6 +426,8 @@ class PolicySchedule:
             report.warn(f"{missed:g} joint states recently matched no frame of a camera (frames.<camera>.unmatched)")
         if target:
             report.warn(f"waiting for {self.target_topic}")
+        elif scene:
+            report.warn(f"waiting for {self.scene_topic}")
         mean = stats.inference_total_s / stats.inferences if stats.inferences else 0.0
         report.update({
             "run": "none" if run is None else f"from t={run:.3f} s", "task": self.task, "infer": self.infer_mode,

@@ -221,6 +221,10 @@ _TABLE = [
        "(the sim under both clocks, an arm); latest: the newest whenever free", choices=("every_n", "latest")),
     _s("use_target", True, "take target/point and the task's requested kind as observation.environment_state (the "
        "policy feeds it when the checkpoint takes it; the recorder records it)"),
+    _s("use_scene", True, "a checkpoint that takes the planned grasp (environment_state target_tool_yaw_grasp): plan "
+       "it among the objects on scene/objects, waiting for the run's (the sim's, or the scene reader's); false: among "
+       "none, the requested object at the target as the yaw reader reads it (an arm whose target is a clicked "
+       "point)"),
     _s("run_on_start", False, "an arm without the sim: run from the start (else on act/run or episode/start)"),
     _s("stale_s", 1.0, "seconds an observation may lie behind the newest joint state or the clock, or wait for a "
        "silent camera or joint_states, before it is refused as stale", low=0.01),
@@ -270,8 +274,8 @@ NODES: dict[str, dict[str, str]] = {
     "act_camera": _same("name", "device", "width", "height", "fps", "checkpoint", "resize", "horizontal_fov_deg"),
     "act_policy": {**_same("checkpoint", "device", "threads", "cameras", "joint_names", "fps"),
                    "skew_s": "frame_skew_s", **_same("frame_max_age", "camera_fps", "infer", "replan_every",
-                                                     "use_target", "task", "run_on_start", "stale_s", "ahead_s",
-                                                     "jump_back_s")},
+                                                     "use_target", "use_scene", "task", "run_on_start", "stale_s",
+                                                     "ahead_s", "jump_back_s")},
     "act_expert": _same("fps", "chunk_size", "replan_every"),
     "act_selector": _same("model", "task"),
     "act_scene_reader": {"model": "scene_reader", "calibration": "camera_calibration", "camera": "scene_camera",

@@ -21,7 +21,7 @@ RENDERERS = ("tiny", "egl")
 RENDER_CHOICES = ("auto", *RENDERERS)
 
 
-# Three layouts of environment_state, each a prefix of the next (the names line up); every path builds the layout
+# Four layouts of environment_state, each a prefix of the next (the names line up); every path builds the layout
 # the checkpoint or the dataset says (its size names it):
 #   "target"       (10) the target's x, y (metres, table frame), then the request one-hot over the object kinds
 #                       (ACT takes no language: the request enters here)
@@ -33,11 +33,21 @@ RENDER_CHOICES = ("auto", *RENDERERS)
 #                       the cube 4; zeros for a round kind), read from the front and wrist cameras at the
 #                       episode's first observation by the yaw reader (act_node.perception.yaw, models/yaw_reader;
 #                       what it changes: docs/measured_defaults.md).
-ENV_LAYOUTS = ("target", "target_tool", "target_tool_yaw")
+#   "target_tool_yaw_grasp" (19) and the grasp the expert's planner chooses for this scene at the episode's first
+#                       observation (act_node.tabletop.grasp): cos and sin of the wrist roll at the close, and the
+#                       tool centre point at the close minus the target in x and y. Planned from the joints, the
+#                       Selector's target and the objects on scene/objects (the scene reader's with
+#                       scene:=cameras), the requested object's yaw the yaw reader's where no scene is read.
+ENV_LAYOUTS = ("target", "target_tool", "target_tool_yaw", "target_tool_yaw_grasp")
 TOOL_NAMES = ["tcp_minus_target_x", "tcp_minus_target_y", "tcp_z"]
 YAW_NAMES = ["target_cos_n_yaw", "target_sin_n_yaw"]
+GRASP_NAMES = ["grasp_cos_roll", "grasp_sin_roll", "grasp_tcp_minus_target_x", "grasp_tcp_minus_target_y"]
+# The layouts that read the requested object's yaw from the cameras (the yaw reader), and the one that plans a grasp
+YAW_LAYOUTS = ("target_tool_yaw", "target_tool_yaw_grasp")
+GRASP_LAYOUTS = ("target_tool_yaw_grasp",)
 # The layouts built from the joint states and the target alone: the recorder node and bag2dataset record these;
-# target_tool_yaw also needs the yaw reader's camera images at 96x128 (act-sim record and the policy node read it).
+# target_tool_yaw (and _grasp) also needs the yaw reader's camera images at 96x128 (act-sim record and the policy
+# node read it).
 JOINT_LAYOUTS = ("target", "target_tool")
 # What the yaw reader reads (act_node.perception.yaw): these cameras at this size (height, width), drawn as the
 # recipe draws them (TinyRenderer in the sim). A graph running a target_tool_yaw checkpoint publishes them so.
@@ -54,6 +64,8 @@ def environment_state_names(layout: str = "target") -> list[str]:
         return [*names, *TOOL_NAMES]
     if layout == "target_tool_yaw":
         return [*names, *TOOL_NAMES, *YAW_NAMES]
+    if layout == "target_tool_yaw_grasp":
+        return [*names, *TOOL_NAMES, *YAW_NAMES, *GRASP_NAMES]
     raise ValueError(f"unknown environment_state layout {layout!r}; expected one of {list(ENV_LAYOUTS)}")
 
 

@@ -273,7 +273,7 @@ root = Path(args[args.index("--root") + 1])
 (root / "meta").mkdir(parents=True, exist_ok=True)
 info = root / "meta" / "info.json"
 have = json.loads(info.read_text())["total_episodes"] if info.is_file() else 0
-size = {"target": 10, "target_tool": 13, "target_tool_yaw": 15}[args[args.index("--environment-state") + 1]]
+size = {"target": 10, "target_tool": 13, "target_tool_yaw": 15, "target_tool_yaw_grasp": 19}[args[args.index("--environment-state") + 1]]
 info.write_text(json.dumps({"total_episodes": have + int(args[args.index("--episodes") + 1]),
                             "features": {"observation.environment_state": {"shape": [size]}}}))
 with open(root.parent / "calls.txt", "a") as calls:
@@ -604,24 +604,30 @@ def test_the_execution_is_written_into_the_checkpoints_and_does_not_change_train
 
 
 def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
-    """--kind yaw: record (wrist 24x32, the yaw reader's 15 numbers, 360 clean, then 240 pushed off the plan), act
+    """--kind yaw: record (wrist 24x32, the yaw reader's and the planned grasp's 19 numbers, 360 clean, then 240
+    pushed off the plan), act
     (no cameras, batch 64, 30,000 steps, ensembled), curve and eval: no encoder or cache stage; a stage of the other
     kind and a folder holding the other kind's stages are refused; the eval stage is done only for a report of the
     average as it is now."""
     recipe = Recipe(tmp_path, RecipeSettings.of_kind("yaw"), python="python")
     assert recipe.stages == ("record", "act", "curve", "eval")
     record = recipe.command("record")
-    assert record[record.index("--environment-state") + 1] == "target_tool_yaw"
+    assert record[record.index("--environment-state") + 1] == "target_tool_yaw_grasp"
+    yaw_only = Recipe(tmp_path / "yaw_only", RecipeSettings.of_kind("yaw", environment_layout="target_tool_yaw"),
+                      python="python").command("record")
+    assert yaw_only[yaw_only.index("--environment-state") + 1] == "target_tool_yaw"
+    with pytest.raises(ValueError, match="the yaw recipe records target_tool_yaw_grasp or target_tool_yaw"):
+        RecipeSettings.of_kind("yaw", environment_layout="target_tool")
     assert record[record.index("--cameras") + 1] == "wrist" and "--raw-maps" not in record
     assert record[record.index("--episodes") + 1] == "360" and record[record.index("--first-seed") + 1] == "10000"
-    write_info(tmp_path / "data", 300, layout_size=15)
+    write_info(tmp_path / "data", 300, layout_size=19)
     record = recipe.command("record")  # stopped at 300: the rest of the clean ones first
     assert "--resume" in record and record[record.index("--episodes") + 1] == "60" and "--action-noise" not in record
-    write_info(tmp_path / "data", 360, layout_size=15)
+    write_info(tmp_path / "data", 360, layout_size=19)
     record = recipe.command("record")  # then the 240 pushed off the plan (DART; results/act_dart)
     assert "--resume" in record and record[record.index("--episodes") + 1] == "240"
     assert record[record.index("--action-noise") + 1] == "1.0"
-    write_info(tmp_path / "data", 600, layout_size=15)
+    write_info(tmp_path / "data", 600, layout_size=19)
     assert recipe.command("record") is None
     act = recipe.command("act")
     assert "--no-cameras" in act and "--cache" not in act and "--backbone" not in act
@@ -672,8 +678,10 @@ def test_the_yaw_recipe_is_the_shipped_checkpoints(tmp_path):
         recipe.run(only=["cache"])
     with pytest.raises(ValueError, match="unknown recipe kind 'lidar'"):
         RecipeSettings.of_kind("lidar")
-    # a yaw folder from before environment_layout was a setting: it recorded its one layout, no change to note
-    settings = RecipeSettings.of_kind("yaw")
+    # a yaw folder from before environment_layout was a setting: it recorded its one layout then, target_tool_yaw;
+    # run with that layout, no change to note
+    settings = RecipeSettings.of_kind("yaw", environment_layout="target_tool_yaw")
+    write_info(tmp_path / "data", 600, layout_size=15)
     from dataclasses import asdict
     before = {k: v for k, v in asdict(settings).items() if k != "environment_layout"}
     (tmp_path / "recipe.json").write_text(json.dumps({"settings": before, "stages": {"record": {"done": True,
@@ -705,7 +713,7 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
     assert (cameras.kind, cameras.episodes, cameras.recovery_episodes, cameras.steps, cameras.batch_size,
             cameras.save_every, cameras.ensemble_coeff, cameras.environment_layout) == \
         ("cameras", 360, 0, 40_000, 64, 1_000, 0.01, "target_tool")
-    assert yaw.environment_layout == "target_tool_yaw"
+    assert yaw.environment_layout == "target_tool_yaw_grasp"
     assert (cameras.map_dropout, yaw.map_dropout) == (0.5, 0.0)  # results/act_cameras, "Dropout on the image maps"
     # the camera recipe's first run (results/act_cameras), as its README gives it
     cli.main(["recipe", "--out", str(tmp_path), "--episodes", "240", "--recovery-episodes", "120", "--steps", "30000",
@@ -723,7 +731,8 @@ def test_the_recipe_command_takes_the_kinds_numbers(tmp_path, monkeypatch):
                          (["--environment-layout", "target_tool_yaw"],
                           "--environment-layout target_tool_yaw: the cameras recipe records target_tool or target"),
                          (["--kind", "yaw", "--environment-layout", "target_tool"],
-                          "--environment-layout target_tool: the yaw recipe records target_tool_yaw"),
+                          "--environment-layout target_tool: the yaw recipe records target_tool_yaw_grasp or "
+                          "target_tool_yaw"),
                          (["--map-dropout", "1"], r"--map-dropout must be in \[0, 1\), got 1.0"),
                          (["--kind", "yaw", "--map-dropout", "0.5"], "the yaw recipe's ACT takes no image")):
         with pytest.raises(SystemExit, match=message):

@@ -127,6 +127,20 @@ def test_so101_graph_has_the_arm_cameras_and_a_policy_running_from_the_start():
         describe(robot="so101", port="/dev/x")  # policy:=act by default, and the shipped model is the sim's
     policy = describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint())[-1]
     assert policy.name == "act_policy" and policy.parameters["infer"] == "every_n"
+    # a clicked target and no scene reader: a grasp-planning checkpoint plans from the target and the yaw alone
+    assert policy.parameters["use_scene"] is False
+
+
+def test_on_the_arm_the_grasp_is_planned_among_the_scene_readers_objects_where_one_runs(tmp_path):
+    from act_node.perception.scene import CameraCalibration
+
+    calibration_file = tmp_path / "camera.json"
+    CameraCalibration.of_sim(96, 128).save(calibration_file)
+    nodes = describe(robot="so101", port="/dev/x", checkpoint=shipped_checkpoint(), scene="cameras",
+                     camera_calibration=str(calibration_file), camera_devices="0,1")
+    policy = nodes[-1]
+    assert policy.name == "act_policy" and policy.parameters["use_scene"] is True
+    assert any(node.name == "act_scene_reader" for node in nodes)
 
 
 def test_a_tiny_act_checkpoint_drives_the_arm_through_lerobots_bus(ros, tiny_checkpoint, tmp_path):

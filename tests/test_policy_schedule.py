@@ -47,11 +47,11 @@ class Times:
 
 
 def schedule(cameras=(), infer="every_n", replan_every=10, wants_target=False, stale_s=1.0, ahead_s=1.0,
-             jump_back_s=1.0):
+             jump_back_s=1.0, wants_scene=False):
     log, times = Log(), Times()
     matcher = stamp_matcher(list(cameras), list(cameras), [0.0], FPS, 0.01, 0.0)
     made = PolicySchedule(matcher, list(cameras), FPS, replan_every, infer, stale_s, ahead_s, jump_back_s,
-                          wants_target, log, times.clock, times.monotonic)
+                          wants_target, log, times.clock, times.monotonic, wants_scene=wants_scene)
     return made, log, times
 
 
@@ -234,7 +234,23 @@ def test_it_waits_for_this_episodes_target():
     s.add_joints(5.0, JOINTS)
     assert s.take_due() is None and log.said("warn", "waiting for target/point for this episode") == 1
     s.set_target((5.0, np.ones(2)))
-    assert s.take_due().target[0] == 5.0
+    due = s.take_due()
+    assert due.target[0] == 5.0 and due.scene is None
+
+
+def test_a_grasp_planning_checkpoint_waits_for_this_episodes_scene_too():
+    s, log, _ = schedule(wants_target=True, wants_scene=True)
+    s.begin(5.0, "pick up the cup")
+    s.set_target((5.0, np.ones(2)))
+    s.set_scene((4.0, [("cup", 0.5, 0.3, 0.0)]))  # the last episode's
+    s.add_joints(5.0, JOINTS)
+    assert s.take_due() is None and log.said("warn", "waiting for scene/objects for this episode") == 1
+    report = Report()
+    s.fill(report, lambda key, total: total)
+    assert any("waiting for scene/objects" in w for w in report.warnings)
+    s.set_scene((5.0, [("cup", 0.52, 0.3, 0.0)]))
+    due = s.take_due()
+    assert due.scene == (5.0, [("cup", 0.52, 0.3, 0.0)]) and due.target[0] == 5.0
 
 
 class Report:

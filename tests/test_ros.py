@@ -172,6 +172,94 @@ def test_a_checkpoint_of_the_yaw_layout_reads_the_yaw_from_the_cameras_once_a_ru
         retire(ros, node, probe)
 
 
+def test_a_checkpoint_of_the_grasp_layout_plans_the_grasp_among_the_runs_objects(ros):
+    """models/act_target_tool_yaw_grasp: the node waits for the run's scene/objects (one of an earlier run does not
+    count), then plans the grasp among them from the run's first observation, as the env plans it at reset; with
+    use_scene false (an arm whose target is a clicked point) it plans from the target and the yaw read alone."""
+    from rclpy.parameter import Parameter
+    from visualization_msgs.msg import MarkerArray
+
+    from act_node.nodes.policy_node import PolicyNode
+    from act_node.paths import models_dir
+    from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE
+    from act_node.tabletop.env import PickObjectEnv
+    from act_node.tabletop.grasp import planned_grasp
+
+    env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
+                        request="pen")
+    first, _ = env.reset(seed=2003)
+    objects = env.object_poses()
+    (pen,) = [o for o in objects if o[0] == "pen"]
+    joints = env.table.robot.joint_positions()
+    env.close()
+    checkpoint = models_dir() / "act_target_tool_yaw_grasp"
+    node = make_policy_node(checkpoint)
+    blind = PolicyNode(parameter_overrides=[Parameter("checkpoint", value=str(checkpoint)),
+                                            Parameter("replan_every", value=1), Parameter("use_scene", value=False)],
+                       namespace="blind")
+    probe = Probe()
+    scene = probe.create_publisher(MarkerArray, "/scene/objects", LATCHED)
+    markers = [(*o, 0.02, 0.03) for o in objects]
+    retired = []
+    ros.add_node(node)
+    ros.add_node(probe)
+    node.policy = spy = Recording(node.policy)
+    try:
+        assert node.environment_layout == "target_tool_yaw_grasp" and node.cameras == list(READER_CAMERAS)
+        assert wait_for(lambda: probe.count_subscribers("/scene/objects") > 0)
+        scene.publish(messages.scene_markers(markers, 99.0, 0))  # an earlier run's
+        probe.start.publish(Header(stamp=messages.to_time(100.0), frame_id=json.dumps({"task": "pick up the pen"})))
+        probe.target.publish(messages.point_message(pen[1:3], 100.0))
+        assert wait_for(lambda: node.episode_start_s == 100.0 and node.target is not None
+                        and node.target[0] == 100.0)
+        probe.observe(100.5, images=first["pixels"], joints=joints)
+        time.sleep(1.5)
+        assert not probe.chunks, "answered before the run's scene/objects came"
+        scene.publish(messages.scene_markers(markers, 100.0, 1))
+        assert wait_for(lambda: probe.chunks, seconds=30.0), "no chunk once the run's scene came"
+        fed = spy.fed[-1]["environment_state"]
+        read = node.yaw_reader.read(first["pixels"], "pen")
+        start = so101.to_lerobot(joints).astype(np.float32)
+        expected = planned_grasp(start, pen[1:3], "pen", objects, node.fps, read)
+        assert expected.source == "scene" and fed.shape == (19,)
+        assert fed[13:15] == pytest.approx(read, abs=1e-6)
+        assert fed[15:] == pytest.approx(expected.numbers, abs=1e-4)
+        # held through the run: a later scene (the arm in the front camera's way, say) plans nothing again
+        count = len(probe.chunks)
+        scene.publish(messages.scene_markers([(*pen, 0.02, 0.03)], 101.0, 1))
+        probe.observe(101.0, images=first["pixels"], joints=joints)
+        assert wait_for(lambda: len(probe.chunks) > count, seconds=30.0)
+        assert spy.fed[-1]["environment_state"][15:] == pytest.approx(fed[15:], abs=1e-7)
+        retire(ros, node)
+        retired = [node]
+        # no scene: the pen alone at the target, lying as the reader read it
+        ros.add_node(blind)
+        blind.policy = blind_spy = Recording(blind.policy)
+        assert blind.count_subscribers("/blind/scene/objects") == 0 and not blind.observer.wants_scene
+        assert blind.observer.wants_grasp
+        ahead = [probe.create_publisher(kind, f"/blind/{topic}", qos) for kind, topic, qos in (
+            (Header, "episode/start", LATCHED), (PointStamped, "target/point", LATCHED),
+            (JointState, "joint_states", SENSOR))]
+        images = {c: probe.create_publisher(Image, f"/blind/camera/{c}/image_raw", SENSOR) for c in READER_CAMERAS}
+        answered = []
+        probe.create_subscription(JointTrajectory, "/blind/act/action_chunk", answered.append, RELIABLE)
+        assert wait_for(lambda: probe.count_subscribers("/blind/joint_states") > 0)
+        ahead[0].publish(Header(stamp=messages.to_time(200.0), frame_id=json.dumps({"task": "pick up the pen"})))
+        ahead[1].publish(messages.point_message(pen[1:3], 200.0))
+        assert wait_for(lambda: blind.target is not None and blind.target[0] == 200.0)
+        for camera in READER_CAMERAS:
+            images[camera].publish(messages.image_message(first["pixels"][camera], 200.5, f"{camera}_optical"))
+        state = messages.joint_state_message(joints, np.zeros(6), 200.5)
+        state.name = list(so101.JOINT_NAMES)
+        ahead[2].publish(state)
+        assert wait_for(lambda: answered, seconds=30.0), "no chunk without a scene"
+        alone = planned_grasp(start, pen[1:3], "pen", None, blind.fps, read)
+        assert alone.source == "target alone"
+        assert blind_spy.fed[-1]["environment_state"][15:] == pytest.approx(alone.numbers, abs=1e-4)
+    finally:
+        retire(ros, *(n for n in (node, blind, probe) if n not in retired))
+
+
 @pytest.fixture(scope="module")
 def tiny_camera_yaw_checkpoint(tmp_path_factory):
     """A tiny ACT that takes the wrist camera at 96x128 and environment_state's target_tool_yaw (two expert

@@ -32,7 +32,7 @@ def pen_scene(seed: int, layout: str = "target", reader=None):
 def test_the_layout_is_fifteen_numbers_ending_in_the_symmetric_yaw():
     names = environment_state_names("target_tool_yaw")
     assert len(names) == 15 and names[:13] == environment_state_names("target_tool")
-    assert environment_layout(15) == "target_tool_yaw" and ENV_LAYOUTS[-1] == "target_tool_yaw"
+    assert environment_layout(15) == "target_tool_yaw" and ENV_LAYOUTS[2] == "target_tool_yaw"
     state = environment_state((0.4, 0.3), "pen", (0.5, 0.1, 0.2), "target_tool_yaw", symmetric_yaw("pen", 0.3))
     assert state[-2:] == pytest.approx([math.cos(0.6), math.sin(0.6)], abs=1e-6)
     assert state[10:13] == pytest.approx([0.1, -0.2, 0.2], abs=1e-6)

@@ -1,5 +1,10 @@
 """An experiment, not a feature: does the shipped ACT fail for want of which grasp the expert chose?
 
+(It answered yes; the layout ships since as environment_state's target_tool_yaw_grasp, planned by
+act_node.tabletop.grasp in the env, the policy node and act-sim record. This module stays as the study's record:
+its eval planned from the simulator's or the reader's objects and gave zeros where no one object of the kind was
+read; the product plans the requested object at the target then.)
+
 The expert takes an object by one of several grasps: the closing directions its symmetry allows (a pen two, half a
 turn apart; a cube four), the fixed jaw on either side, ordered by the room each leaves from the other objects.
 The policy is given the requested object's yaw by its symmetry (cos n yaw, sin n yaw), which names none of them,
@@ -29,22 +34,16 @@ from pathlib import Path
 import numpy as np
 
 from act_lab.studies.offset import append_per_episode
-from act_node import so101
-from act_node.description import ArmChain
-from act_node.tabletop.perturb import closing_tick
+from act_node.table_frame import GRASP_NAMES as GRASP
+from act_node.tabletop.grasp import grasp_of_actions
 
-GRASP = ["grasp_cos_roll", "grasp_sin_roll", "grasp_tcp_minus_target_x", "grasp_tcp_minus_target_y"]
-CHAIN = ArmChain("tcp")
 CHECK_SCENES = 24  # scenes remade and planned again in `dataset`, half clean, half pushed
 
 
 def grasp_features(actions: np.ndarray, target_xy: np.ndarray) -> np.ndarray:
-    """(4,): the grasp of a pick whose joint targets (ticks, 6, LeRobot units) are `actions`, at its close."""
-    at_close = np.asarray(actions, dtype=np.float64)[min(closing_tick(actions), len(actions) - 1)]
-    joints = so101.from_lerobot(at_close)
-    tcp = CHAIN.positions(joints[None])[0]
-    roll = joints[4]
-    return np.array([np.cos(roll), np.sin(roll), tcp[0] - target_xy[0], tcp[1] - target_xy[1]], np.float32)
+    """(4,): the grasp of a pick whose joint targets (ticks, 6, LeRobot units) are `actions`, at its close (the
+    product's act_node.tabletop.grasp.grasp_of_actions, which the layout target_tool_yaw_grasp ships)."""
+    return grasp_of_actions(actions, target_xy)
 
 
 def planned_grasp(env, observation: dict, perceived: bool = False) -> np.ndarray:

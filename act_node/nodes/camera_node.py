@@ -27,7 +27,7 @@ from act_node.nodes.messages import SENSOR, camera_info, serialized_image
 from act_node.nodes.parameters import declare_node
 from act_node.nodes.runner import run
 from act_node.observation import FrameAge
-from act_node.table_frame import YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.table_frame import YAW_LAYOUTS, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
 
 # frames kept for the timer to publish: a tick that comes late (a busy machine) publishes what it missed, in order
 CAPTURED_FRAMES = 8
@@ -36,10 +36,10 @@ STALE_FRAME_MS = 500  # a newest frame older than this is no frame: the camera h
 
 def checkpoint_image_size(checkpoint: Path, camera: str) -> tuple[int, int]:
     """(H, W) the checkpoint's config.json gives `observation.images.<camera>` (for a checkpoint in the
-    target_tool_yaw layout that takes no image, the yaw reader's size for its cameras); ValueError naming what
+    target_tool_yaw layouts that takes no image, the yaw reader's size for its cameras); ValueError naming what
     lacks."""
     cameras = checkpoint_cameras(checkpoint)  # ValueError naming the file when it cannot be read
-    if not cameras and checkpoint_layout(checkpoint) == "target_tool_yaw":
+    if not cameras and checkpoint_layout(checkpoint) in YAW_LAYOUTS:
         cameras = {name: YAW_READER_IMAGE_SIZE for name in YAW_READER_CAMERAS}
     if camera not in cameras:
         raise ValueError(f"checkpoint {checkpoint} has no camera {camera!r} (it has {sorted(cameras)})")

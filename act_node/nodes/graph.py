@@ -21,7 +21,7 @@ from act_node.dds import profile_environment
 from act_node.perception.scene import READER_CAMERA
 from act_node.settings import SIM_GRAPH, check_argument, launch_arguments
 from act_node.stops import LAUNCHER_VARIABLE, REFUSED, parent_death_signal
-from act_node.table_frame import JOINT_LAYOUTS, YAW_READER_CAMERAS
+from act_node.table_frame import JOINT_LAYOUTS, YAW_LAYOUTS, YAW_READER_CAMERAS
 
 # where the graph runs, beside what it does (GraphConfig); robot:=so101's arm; which camera frame a joint state (the
 # policy) or a command (the recorder) takes on an arm, the cameras on their own clocks (the sim's streams all carry
@@ -255,9 +255,9 @@ def _nodes(config: GraphConfig, teleop: bool = False) -> list[NodeSpec]:
             parameters["cameras"] = [*parameters["cameras"], READER_CAMERA]
         readers = [scene_reader(config.replace(cameras=tuple(parameters["cameras"])), {"use_sim_time": True})]
     shared = {"fps": float(config.fps), "replan_every": replan, "use_sim_time": True}
-    # a policy node on a target_tool_yaw checkpoint reads the yaw from these cameras (at any size: it resizes each
-    # frame to the reader's; none runs in a teleoperated graph: the person drives)
-    if config.policy == "act" and not teleop and config.environment_layout() == "target_tool_yaw":
+    # a policy node on a target_tool_yaw (or _grasp) checkpoint reads the yaw from these cameras (at any size: it
+    # resizes each frame to the reader's; none runs in a teleoperated graph: the person drives)
+    if config.policy == "act" and not teleop and config.environment_layout() in YAW_LAYOUTS:
         if not set(YAW_READER_CAMERAS) <= set(config.cameras):
             raise ValueError(f"{config.checkpoint} reads the requested object's yaw from cameras "
                              f"{','.join(YAW_READER_CAMERAS)} (act_node.perception.yaw); the graph has cameras "
@@ -341,7 +341,10 @@ def describe_so101(config: GraphConfig, robot: dict[str, str], chosen_checkpoint
             # checkpoint's n_action_steps (1 for an ensembling one: every tick; answering whenever free would
             # re-plan at whatever cadence the machine allows)
             "threads": policy_threads(config, realtime=True), "replan_every": replan, "infer": "every_n",
-            "run_on_start": bool(robot["task"]), "task": robot["task"]},  # no task: a run starts on act/run
+            "run_on_start": bool(robot["task"]), "task": robot["task"],  # no task: a run starts on act/run
+            # a grasp-planning checkpoint plans among the scene reader's objects; with a clicked target there are
+            # none: from the target and the yaw read
+            "use_scene": config.scene == "cameras"},
             remappings=target + camera_remappings(config))
     else:  # the expert plans from episode/start, scene/objects and the target: a simulated table behind the bus
         policy = NodeSpec("act_expert_node", "act_node.nodes.expert_node", "act_expert", {"replan_every": replan},

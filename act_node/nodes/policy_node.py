@@ -28,6 +28,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64, Header, String
 from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs.msg import MarkerArray
 
 from act_node import so101
 from act_node.nodes import messages
@@ -67,12 +68,13 @@ class PolicyNode(Node):
         self._thread.start()
         self.policy, self.yaw_reader = loaded.result()  # a refused checkpoint raises here, as the node is built
         self.replan_every = int(values["replan_every"]) or int(self.policy.config.n_action_steps)
-        self.observer = observer = Observer(roles, self.policy, values["use_target"], self.yaw_reader)
+        self.observer = observer = Observer(roles, self.policy, values["use_target"], self.yaw_reader,
+                                            values["use_scene"], self.fps)
         self.wants_target, self.environment_layout = observer.wants_target, observer.environment_layout
         self.image_sizes = observer.image_sizes  # each camera's size is logged once
         self.frame_sizes: dict[str, tuple[int, int]] = {}
         self.schedule = PolicySchedule.of_parameters(values, self.cameras, self.replan_every, self.wants_target,
-                                                     self.get_logger(), self._clock_now)
+                                                     self.get_logger(), self._clock_now, observer.wants_scene)
         self.matcher = self.schedule.matcher
         self.chunk_pub = self.create_publisher(JointTrajectory, "act/action_chunk", RELIABLE)
         self.path = ChunkPath(self, self.joint_names)  # the chunk's tool path for RViz, act/chunk_path
@@ -86,6 +88,9 @@ class PolicyNode(Node):
         # latched topics: a node that starts late still gets the episode and its target
         self.target_topic = self.schedule.target_topic = self.create_subscription(PointStamped, "target/point",
             messages.parsed(self, messages.target_point, "target", self.on_target), LATCHED).topic_name  # resolved
+        if observer.wants_scene:  # the grasp is planned among the run's objects (the sim's, or the scene reader's)
+            self.schedule.scene_topic = self.create_subscription(MarkerArray, "scene/objects", messages.parsed(
+                self, messages.scene_objects, "scene", self.on_scene), LATCHED).topic_name
         self.create_subscription(Header, "episode/start", messages.parsed(self, messages.episode_start,
                                                                            "episode start", self.on_episode), LATCHED)
         self.create_subscription(String, "act/run", self.on_run, LATCHED)
@@ -152,6 +157,10 @@ class PolicyNode(Node):
 
     def on_target(self, target: tuple[float, np.ndarray]) -> None:
         self.schedule.set_target(target)
+        self._wake.set()
+
+    def on_scene(self, scene: tuple[float, list]) -> None:
+        self.schedule.set_scene(scene)
         self._wake.set()
 
     def on_episode(self, start: tuple[float, dict]) -> None:
@@ -230,11 +239,15 @@ class PolicyNode(Node):
             self.policy.reset()
         started = time.perf_counter()  # the yaw read (a run's first answer) counts in the answer's time
         try:
-            observation = self.observer.observe(due.parts, due.task, due.target, due.serial)
+            observation = self.observer.observe(due.parts, due.task, due.target, due.serial, due.scene)
         except ValueError as error:
             self.get_logger().error(f"no chunk for t={due.stamp:.3f} s: the checkpoint takes the target and the "
                                     f"request, and the task {due.task!r} gives {error}", throttle_duration_sec=2.0)
             return False
+        finally:
+            while self.observer.said:  # the grasp planned for the run, or why none was
+                level, line = self.observer.said.pop(0)
+                getattr(self.get_logger(), level)(line)
         chunk, _ = self.policy(observation, due.task)
         if not self.schedule.inferred(due.stamp, time.perf_counter() - started, due.run):
             return False

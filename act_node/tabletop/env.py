@@ -10,7 +10,9 @@ Observation:
                      and the tool's height, by the URDF's forward kinematics from the joints; with
                      "target_tool_yaw" (15,): then the requested object's (cos k*yaw, sin k*yaw), read at reset
                      by the yaw reader (act_node.perception.yaw) from the front and wrist cameras drawn at 96x128 with
-                     TinyRenderer (its own draw, whatever the env's cameras are)
+                     TinyRenderer (its own draw, whatever the env's cameras are); with "target_tool_yaw_grasp"
+                     (19,): then the grasp the expert's planner chooses at reset (act_node.tabletop.grasp), among
+                     the objects the Selector read (scene "cameras": the scene reader's; "sim": the simulator's)
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
 """
@@ -27,8 +29,16 @@ from act_node import so101
 from act_node.attention.selector import Selector
 from act_node.config import DEFAULT_CAMERAS, EPISODE_STEPS, FPS, SCENE_SOURCES, SIM_IMAGE_SIZE, TARGET_SOURCES
 from act_node.observation import TOOL_NAMES, YAW_NAMES, build_observation, environment_state_names
-from act_node.table_frame import TABLE_SIZE_M, YAW_READER_CAMERAS, YAW_READER_IMAGE_SIZE
+from act_node.table_frame import (
+    GRASP_LAYOUTS,
+    GRASP_NAMES,
+    TABLE_SIZE_M,
+    YAW_LAYOUTS,
+    YAW_READER_CAMERAS,
+    YAW_READER_IMAGE_SIZE,
+)
 from act_node.tabletop.cameras import CameraRig, camera_specs
+from act_node.tabletop.grasp import Grasp, planned_grasp
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import TargetChoice
@@ -56,8 +66,8 @@ class PickObjectEnv(gym.Env):
         if render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be 'rgb_array', got {render_mode!r}")
         names = environment_state_names(environment_layout)  # ValueError naming the layouts for an unknown one
-        if environment_layout == "target_tool_yaw" and yaw_reader is None:  # before any pybullet client exists
-            raise ValueError("environment_layout 'target_tool_yaw' reads the requested object's yaw from the "
+        if environment_layout in YAW_LAYOUTS and yaw_reader is None:  # before any pybullet client exists
+            raise ValueError(f"environment_layout {environment_layout!r} reads the requested object's yaw from the "
                              "cameras: give yaw_reader= (act_node.perception.yaw.YawReader.load(), or build the env "
                              "with act_node.envs.make_env, which does)")
         self.environment_layout = environment_layout
@@ -71,6 +81,7 @@ class PickObjectEnv(gym.Env):
         self.render_mode = render_mode
         self.selector = None if target_source == "truth" else (selector or Selector.load())
         self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
+        self.grasp: Grasp | None = None  # target_tool_yaw_grasp: planned at reset
         # scene 'cameras': the Selector reads what the scene reader sees in the front camera at reset, never the
         # simulator's objects (the graph's scene reader node reads the same image: act_node.perception.scene)
         self.scene_source, self.scene_reader, self.seen = scene, scene_reader, None
@@ -78,7 +89,7 @@ class PickObjectEnv(gym.Env):
             height, width = scene_reader.config.image_size
             self.scene_rig = CameraRig(self.table.world, self.table.robot,
                                        camera_specs((scene_reader.config.camera,), height, width))
-        if environment_layout == "target_tool_yaw":  # the yaw from the cameras at reset (act_node.perception.yaw)
+        if environment_layout in YAW_LAYOUTS:  # the yaw from the cameras at reset (act_node.perception.yaw)
             self.yaw_reader = yaw_reader
             self.yaw_rig = CameraRig(self.table.world, self.table.robot,
                                      camera_specs(YAW_READER_CAMERAS, *YAW_READER_IMAGE_SIZE))
@@ -89,7 +100,8 @@ class PickObjectEnv(gym.Env):
                                     (so101.UPPER_LEROBOT + OBSERVED_MARGIN).astype(np.float32), dtype=np.float32),
             # the target's place and the request in [0, 1]; the tool relative to it within a table's length
             "environment_state": spaces.Box(
-                np.array([-max(TABLE_SIZE_M, 1.0) if name in TOOL_NAMES + YAW_NAMES else 0.0 for name in names],
+                np.array([-max(TABLE_SIZE_M, 1.0) if name in TOOL_NAMES + YAW_NAMES + GRASP_NAMES else 0.0
+                          for name in names],
                          np.float32),
                 np.full(len(names), max(TABLE_SIZE_M, 1.0), np.float32), dtype=np.float32),
         })
@@ -127,7 +139,25 @@ class PickObjectEnv(gym.Env):
         self.steps, self.clamped_total = 0, 0
         if self.yaw_reader is not None:  # read once, before anything moved, as the policy node reads it
             self.yaw = self.yaw_reader.read(self.yaw_rig.render(tiny=True), self.scene.request)
+        if self.environment_layout in GRASP_LAYOUTS:  # planned once, from what the Selector read, as the node plans
+            self.grasp = self._planned_grasp()
         return self.observe(), self._info(success=False, clamped=0)
+
+    def object_poses(self) -> list[tuple[str, float, float, float]]:
+        """The objects as the simulator holds them now, as the planner takes them: [(kind, x, y, yaw)], table
+        frame."""
+        return [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw) for o in self.table.task.object_states()]
+
+    def _planned_grasp(self) -> Grasp:
+        """The grasp the planner chooses now for the Selector's target, among the objects the Selector read."""
+        if not np.all(np.isfinite(self.target.xy)):  # the requested kind not seen: the episode ends unasked
+            return Grasp(np.zeros(len(GRASP_NAMES), np.float32), "none", "no target")
+        if self.scene_source == "cameras":
+            objects = [(o.kind, float(o.x), float(o.y), float(o.yaw)) for o in self.seen]
+        else:
+            objects = self.object_poses()
+        start = so101.to_lerobot(self.table.robot.joint_positions()).astype(np.float32)
+        return planned_grasp(start, self.target.xy, self.scene.request, objects, self.fps, self.yaw)
 
     def step(self, action):
         reward, terminated, truncated, info = self.act(action)
@@ -188,17 +218,21 @@ class PickObjectEnv(gym.Env):
         tool = self.table.robot.link_pose("tcp")[0] if self.environment_layout != "target" else None
         if np.all(np.isfinite(self.target.xy)):
             return build_observation(self.table.robot.joint_positions(), self._last_pixels, self.target.xy,
-                                     self.scene.request, self.environment_layout, tool, self.yaw)
+                                     self.scene.request, self.environment_layout, tool, self.yaw, self._grasp())
         # scene cameras, the requested kind not seen: there is no target, and the numbers that hang on it are NaN
         # (act_node.episodes ends such an episode before any policy is asked, as the graph's policy waits)
         observation = build_observation(self.table.robot.joint_positions(), self._last_pixels, np.zeros(2),
-                                        self.scene.request, self.environment_layout, tool, self.yaw)
+                                        self.scene.request, self.environment_layout, tool, self.yaw, self._grasp())
         names = environment_state_names(self.environment_layout)
         unknown = [names.index(n) for n in ("target_x", "target_y", *TOOL_NAMES[:2]) if n in names]
         observation["environment_state"][unknown] = np.nan
         return observation
 
+    def _grasp(self) -> np.ndarray | None:
+        return None if self.grasp is None else self.grasp.numbers
+
     def _info(self, success: bool, clamped: int) -> dict:
-        return {"is_success": bool(success), "task": self.task, "clamped_joints": clamped,
+        grasp = {} if self.grasp is None else {"grasp_source": self.grasp.source}
+        return {**grasp, "is_success": bool(success), "task": self.task, "clamped_joints": clamped,
                 "clamped_total": self.clamped_total, "target_error_m": self.target.error_m,
                 "selector_found": self.target.selector_found, "steps": self.steps}

@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 
 def scene_objects(env: PickObjectEnv) -> list[tuple[str, float, float, float]]:
     """The objects as the simulator holds them now, as the planner takes them: [(kind, x, y, yaw)], table frame."""
-    return [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw)
-            for o in env.unwrapped.table.task.object_states()]
+    return env.unwrapped.object_poses()
 
 
 class ScriptedExpert:

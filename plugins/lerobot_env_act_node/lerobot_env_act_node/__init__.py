@@ -36,8 +36,9 @@ class ActNodePickEnv(EnvConfig):
     # as act-sim eval does: give --env.renderer with what its meta/act_node_renderer.json says (missing: tiny)
     renderer: str = "auto"
     # observation.environment_state's layout (act_node.observation): target (10), target_tool (13, the tool
-    # relative to the target as well) or target_tool_yaw (15, and the requested object's yaw, which the env reads
-    # from its cameras with models/yaw_reader); like the renderer, give the one the checkpoint was trained on
+    # relative to the target as well), target_tool_yaw (15, and the requested object's yaw, which the env reads
+    # from its cameras with models/yaw_reader) or target_tool_yaw_grasp (19, and the grasp the expert's planner
+    # chooses at reset: act_node.tabletop.grasp); like the renderer, give the one the checkpoint was trained on
     environment_layout: str = "target"
     # where the selector's objects come from, as act-sim eval's --scene: cameras (the scene reader on the front
     # camera, scene_reader: its folder, '': models/scene_reader) or sim (the simulator's truth)
@@ -103,7 +104,9 @@ class ActNodePickEnv(EnvConfig):
     @property
     def gym_kwargs(self) -> dict:
         kwargs = {**self.graph.env_kwargs(), "environment_layout": self.environment_layout}
-        if self.environment_layout == "target_tool_yaw":  # the env reads the yaw with it (act_node.envs)
+        from act_node.table_frame import YAW_LAYOUTS
+
+        if self.environment_layout in YAW_LAYOUTS:  # the env reads the yaw with it (act_node.envs)
             from act_node.envs import yaw_reader
 
             kwargs["yaw_reader"] = yaw_reader()
