@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test setup lint results models attention
 
-# the shipped ACT (models/act_target_tool_yaw_dart) in the ROS graph, one episode, headless; DEMO_SEED picks the
+# the shipped ACT (models/act_target_tool_yaw_grasp) in the ROS graph, one episode, headless; DEMO_SEED picks the
 # scene (2021: a pen among a ball, a cube and a key, which the yaw read from the cameras lets it pick). The cameras stay at the 96x128 its yaw reader
 # reads; the film draws each at least 480 pixels wide: outputs/demo/episode1_seed$(DEMO_SEED).mp4 and .png
 DEMO_SEED ?= 2021

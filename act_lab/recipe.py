@@ -6,7 +6,7 @@
 
 --kind yaw makes what `policy:=act` runs: ACT without image tokens on the joints and environment_state's
 target_tool_yaw_grasp layout (the requested object's yaw read from the front and wrist cameras by models/yaw_reader,
-whose backbone is models/tabletop_encoder, and the grasp the expert's planner chooses: act_node.tabletop.grasp;
+whose backbone is models/tabletop_encoder, and the grasp the expert's planner chooses: act_node.grasp;
 --environment-layout target_tool_yaw: the yaw without the grasp), 360 clean demonstrations and 240 pushed off the
 plan (DART), ACT at width 128 (feed-forward 512) under bfloat16 autocast, 30,000 steps at batch 64, the mean of the
 last 3 checkpoints, run with ACT's temporal ensembling (0.01). Its stages are record, act, curve and eval (no

@@ -409,7 +409,7 @@ def add_record_arguments(record: argparse.ArgumentParser) -> None:
                         "request; the default), target_tool (13: and the tool relative to the target, from the "
                         "joints), target_tool_yaw (15: and the requested object's yaw, read from the front and "
                         "wrist cameras by the yaw reader, models/yaw_reader) or target_tool_yaw_grasp (19: and the "
-                        "grasp the expert's planner chooses for the scene at reset, act_node.tabletop.grasp)")
+                        "grasp the expert's planner chooses for the scene at reset, act_node.grasp)")
     record.add_argument("--after-success-s", type=float, default=0.0,
                         help="seconds of the expert's plan recorded past the success (the rest of the lift, the "
                              "hold); the episode is kept only if the object is still up and held at their end")

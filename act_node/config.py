@@ -20,7 +20,7 @@ Defaults, and why:
 - episodes of 300 ticks (10 s): the expert needs about 5 s.
 - velocity bound: the STS3215's no-load speed (act_node.so101).
 - images: 240x320 for the sim's own views and videos, 96x128 for training a camera policy (the camera recipe's
-  size; the shipped checkpoint, models/act_target_tool_yaw_dart, takes no image into ACT: its yaw reader reads the
+  size; the shipped checkpoint, models/act_target_tool_yaw_grasp, takes no image into ACT: its yaw reader reads the
   front and wrist cameras at 96x128, so a graph running it keeps the 96x128 default).
 - renderer auto: the faster for the image size (bench/bench_render.py; the timings: docs/measured_defaults.md):
   TinyRenderer at the 96x128 default, pybullet's EGL plugin from 32,000 pixels a frame where it loads; a

@@ -7,7 +7,8 @@ where the package's commands (act-sim eval, record, the Ray shards, the LeRobot 
 
 from __future__ import annotations
 
-from act_node.table_frame import YAW_LAYOUTS
+from act_node.grasp import planned_grasp
+from act_node.table_frame import GRASP_LAYOUTS, YAW_LAYOUTS
 from act_node.tabletop.env import PickObjectEnv
 
 _READER = None  # models/yaw_reader, loaded once a process
@@ -35,10 +36,12 @@ def scene_reader(folder: str = ""):
 
 def make_env(**kwargs) -> PickObjectEnv:
     """PickObjectEnv(**kwargs), given models/yaw_reader when the layout reads the yaw (target_tool_yaw and
-    target_tool_yaw_grasp) and none is given, and the scene reader (`scene_reader_model`, a folder; '':
-    models/scene_reader) when scene is 'cameras'."""
+    target_tool_yaw_grasp) and none is given, act_node.grasp's planner for target_tool_yaw_grasp, and the scene
+    reader (`scene_reader_model`, a folder; '': models/scene_reader) when scene is 'cameras'."""
     if kwargs.get("environment_layout") in YAW_LAYOUTS and kwargs.get("yaw_reader") is None:
         kwargs["yaw_reader"] = yaw_reader()
+    if kwargs.get("environment_layout") in GRASP_LAYOUTS and kwargs.get("grasp_planner") is None:
+        kwargs["grasp_planner"] = planned_grasp
     folder = kwargs.pop("scene_reader_model", "") or ""
     if kwargs.get("scene") == "cameras" and kwargs.get("scene_reader") is None:
         kwargs["scene_reader"] = scene_reader(folder)

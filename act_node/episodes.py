@@ -57,7 +57,7 @@ class EpisodeResult:
     interrupted: str | None = None  # the sim node held ticks for want of any action (a node died): failed
     outcome: str | None = None  # why it ended: one of act_node.tabletop.outcomes.MODES (None: an older record)
     outcome_facts: dict | None = None  # what that was judged from (OutcomeFacts.to_dict)
-    # target_tool_yaw_grasp: what the grasp was planned from (act_node.tabletop.grasp.Grasp.source: "scene", "target
+    # target_tool_yaw_grasp: what the grasp was planned from (act_node.grasp.Grasp.source: "scene", "target
     # alone", "none"); None for the other layouts
     grasp_source: str | None = None
 

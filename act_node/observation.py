@@ -348,7 +348,7 @@ def requested_kind(task: str) -> str:
 # node from the joints by the URDF's forward kinematics (act_node.description.tool_point); the two agree to 1e-6 m
 # (tests/test_description.py). target_tool_yaw's last two are the yaw reader's (act_node.perception.yaw), read from the
 # cameras once an episode; the caller gives them too. target_tool_yaw_grasp's last four are the planner's grasp
-# (act_node.tabletop.grasp), planned once an episode; the caller gives them too.
+# (act_node.grasp), planned once an episode; the caller gives them too.
 
 
 def _finite(value, size: int) -> np.ndarray | None:
@@ -363,7 +363,7 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     """environment_state for a target at `target_xy` (table frame, metres) of the requested kind, in `layout`
     ("target_tool" needs the tool centre point `tool_xyz`, table frame, metres; "target_tool_yaw" that and the
     requested object's `yaw` numbers, (cos k*yaw, sin k*yaw); "target_tool_yaw_grasp" those and the planned
-    `grasp`'s four numbers, act_node.tabletop.grasp): float32 (len(environment_state_names(layout)),).
+    `grasp`'s four numbers, act_node.grasp): float32 (len(environment_state_names(layout)),).
     ValueError on an unknown kind or layout, a target that is not two finite numbers, or a tool point, yaw or grasp
     missing or not three (two, four) finite numbers."""
     if layout not in ENV_LAYOUTS:
@@ -395,7 +395,7 @@ def environment_state(target_xy, request: str, tool_xyz=None, layout: str = "tar
     chosen = _finite(grasp, len(GRASP_NAMES))
     if chosen is None:
         raise ValueError(f"environment_state {layout!r} needs the planned grasp ({', '.join(GRASP_NAMES)}: four "
-                         f"finite numbers, act_node.tabletop.grasp), got {grasp!r}")
+                         f"finite numbers, act_node.grasp), got {grasp!r}")
     return np.r_[state, chosen].astype(np.float32)
 
 

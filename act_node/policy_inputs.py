@@ -118,7 +118,7 @@ class Observer:
     each image at its trained size (resized as LeRobot's processors do), with the target where the selector found
     it and the request (the task's kind), one-hot, when the checkpoint takes them. On the inference thread only.
     A checkpoint in the target_tool_yaw_grasp layout takes the grasp the expert's planner chooses, planned at the
-    run's first observation (act_node.tabletop.grasp) among the run's objects (`use_scene`: Due.scene, from
+    run's first observation (act_node.grasp) among the run's objects (`use_scene`: Due.scene, from
     scene/objects) or, without them, from the target and the yaw read; `said` holds the lines for the log."""
 
     def __init__(self, roles: CameraRoles, policy: ChunkPolicy, use_target: bool, yaw_reader=None,
@@ -130,7 +130,7 @@ class Observer:
         self.wants_grasp = self.wants_target and self.environment_layout in GRASP_LAYOUTS
         self.wants_scene = self.wants_grasp and use_scene  # the schedule waits for the run's scene/objects
         self.fps = float(fps)
-        self._run_grasp = None  # (run number, act_node.tabletop.grasp.Grasp planned at its first observation)
+        self._run_grasp = None  # (run number, act_node.grasp.Grasp planned at its first observation)
         self.said: list[tuple[str, str]] = []
         # frames of any size are taken; the ACT gets each at its trained size, the yaw reader at its own (each
         # resizes as LeRobot's processors do: act_node.policy.resized_frame)
@@ -161,7 +161,7 @@ class Observer:
         if not self.wants_grasp:
             return None
         if self._run_grasp is None or self._run_grasp[0] != serial:
-            from act_node.tabletop.grasp import planned_grasp
+            from act_node.grasp import planned_grasp
 
             objects = None if scene is None else scene[1]
             start = so101.to_lerobot(np.asarray(parts["joints"], dtype=np.float64)).astype(np.float32)

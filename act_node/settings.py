@@ -32,7 +32,7 @@ REPLAN_EVERY = 30  # the expert's cadence and the recipes' n_action_steps (a che
 EPISODE_STEPS = 300
 DEFAULT_CAMERAS = ("front", "wrist")
 TRAIN_IMAGE_SIZE = (96, 128)
-SHIPPED_MODEL = "act_target_tool_yaw_dart"  # models/act_target_tool_yaw_dart: the trained ACT, policy:=act's default
+SHIPPED_MODEL = "act_target_tool_yaw_grasp"  # models/act_target_tool_yaw_grasp: the trained ACT, policy:=act's default
 POLICIES = ("act", "expert")
 CLOCKS = ("lockstep", "realtime")
 MERGE_CHOICES = ("auto", *MERGE_RULES)  # auto: the checkpoint's own way of running its chunks

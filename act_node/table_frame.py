@@ -34,7 +34,7 @@ RENDER_CHOICES = ("auto", *RENDERERS)
 #                       episode's first observation by the yaw reader (act_node.perception.yaw, models/yaw_reader;
 #                       what it changes: docs/measured_defaults.md).
 #   "target_tool_yaw_grasp" (19) and the grasp the expert's planner chooses for this scene at the episode's first
-#                       observation (act_node.tabletop.grasp): cos and sin of the wrist roll at the close, and the
+#                       observation (act_node.grasp): cos and sin of the wrist roll at the close, and the
 #                       tool centre point at the close minus the target in x and y. Planned from the joints, the
 #                       Selector's target and the objects on scene/objects (the scene reader's with
 #                       scene:=cameras), the requested object's yaw the yaw reader's where no scene is read.

@@ -1,6 +1,6 @@
 """ros2 launch act_node sim.launch.py [policy:=act|expert checkpoint:=DIR clock:=lockstep|realtime rviz:=true ...]
 
-policy:=act (the default) runs the shipped ACT, models/act_target_tool_yaw_dart, unless checkpoint:= names another.
+policy:=act (the default) runs the shipped ACT, models/act_target_tool_yaw_grasp, unless checkpoint:= names another.
 
 The graph (sim, selector, policy or expert) comes from act_node.nodes.graph, the same description that
 `act-sim launch` starts without a ROS 2 install, and it ends the same way:

@@ -273,7 +273,8 @@ root = Path(args[args.index("--root") + 1])
 (root / "meta").mkdir(parents=True, exist_ok=True)
 info = root / "meta" / "info.json"
 have = json.loads(info.read_text())["total_episodes"] if info.is_file() else 0
-size = {"target": 10, "target_tool": 13, "target_tool_yaw": 15, "target_tool_yaw_grasp": 19}[args[args.index("--environment-state") + 1]]
+sizes = {"target": 10, "target_tool": 13, "target_tool_yaw": 15, "target_tool_yaw_grasp": 19}
+size = sizes[args[args.index("--environment-state") + 1]]
 info.write_text(json.dumps({"total_episodes": have + int(args[args.index("--episodes") + 1]),
                             "features": {"observation.environment_state": {"shape": [size]}}}))
 with open(root.parent / "calls.txt", "a") as calls:

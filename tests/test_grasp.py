@@ -1,4 +1,4 @@
-"""environment_state's target_tool_yaw_grasp layout: the grasp the expert's planner chooses (act_node.tabletop.grasp),
+"""environment_state's target_tool_yaw_grasp layout: the grasp the expert's planner chooses (act_node.grasp),
 planned once an episode by the env (and the policy node: tests/test_ros.py) and read off a demonstration's close."""
 
 import math
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from act_node import so101
+from act_node.grasp import grasp_of_actions, planned_grasp, yaw_of
 from act_node.observation import ENV_LAYOUTS, environment_layout, environment_state, environment_state_names
 from act_node.table_frame import GRASP_NAMES
-from act_node.tabletop.grasp import grasp_of_actions, planned_grasp, yaw_of
 from act_node.tabletop.planner import plan_for_scene
 
 FPS = 30.0
@@ -114,3 +114,11 @@ def test_the_env_plans_the_grasp_at_reset_as_the_expert_does_and_holds_it(reader
         assert observation["environment_state"][15:] == pytest.approx(state[15:], abs=1e-7)
     finally:
         env.close()
+
+
+def test_an_env_of_the_grasp_layout_without_a_planner_is_refused_naming_where_to_get_one(reader):
+    from act_node.tabletop.env import PickObjectEnv
+
+    with pytest.raises(ValueError, match="give grasp_planner= \\(act_node.grasp.planned_grasp"):
+        PickObjectEnv(cameras=("wrist",), image_size=(24, 32), environment_layout="target_tool_yaw_grasp",
+                      yaw_reader=reader)

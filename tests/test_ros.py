@@ -179,11 +179,11 @@ def test_a_checkpoint_of_the_grasp_layout_plans_the_grasp_among_the_runs_objects
     from rclpy.parameter import Parameter
     from visualization_msgs.msg import MarkerArray
 
+    from act_node.grasp import planned_grasp
     from act_node.nodes.policy_node import PolicyNode
     from act_node.paths import models_dir
     from act_node.perception.yaw import READER_CAMERAS, READER_IMAGE_SIZE
     from act_node.tabletop.env import PickObjectEnv
-    from act_node.tabletop.grasp import planned_grasp
 
     env = PickObjectEnv(objects=4, cameras=READER_CAMERAS, image_size=READER_IMAGE_SIZE, target_source="truth",
                         request="pen")
@@ -547,10 +547,11 @@ def test_the_graph_description_feeds_both_launchers():
 
 def test_policy_act_without_a_checkpoint_says_the_install_ships_none(tmp_path, monkeypatch):
     from act_node import paths
+    from act_node.settings import SHIPPED_MODEL
 
     monkeypatch.setattr(paths, "models_dir", lambda: tmp_path)
     with pytest.raises(ValueError, match="policy:=act needs checkpoint:=<pretrained_model folder> \\(this install "
-                                         "ships no models/act_target_tool_yaw_dart\\)"):
+                                         f"ships no models/{SHIPPED_MODEL}\\)"):
         describe()
     assert [n.name for n in describe(policy="expert")][-1] == "act_expert"
 

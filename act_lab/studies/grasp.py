@@ -1,7 +1,7 @@
 """An experiment, not a feature: does the shipped ACT fail for want of which grasp the expert chose?
 
 (It answered yes; the layout ships since as environment_state's target_tool_yaw_grasp, planned by
-act_node.tabletop.grasp in the env, the policy node and act-sim record. This module stays as the study's record:
+act_node.grasp in the env, the policy node and act-sim record. This module stays as the study's record:
 its eval planned from the simulator's or the reader's objects and gave zeros where no one object of the kind was
 read; the product plans the requested object at the target then.)
 
@@ -34,15 +34,15 @@ from pathlib import Path
 import numpy as np
 
 from act_lab.studies.offset import append_per_episode
+from act_node.grasp import grasp_of_actions
 from act_node.table_frame import GRASP_NAMES as GRASP
-from act_node.tabletop.grasp import grasp_of_actions
 
 CHECK_SCENES = 24  # scenes remade and planned again in `dataset`, half clean, half pushed
 
 
 def grasp_features(actions: np.ndarray, target_xy: np.ndarray) -> np.ndarray:
     """(4,): the grasp of a pick whose joint targets (ticks, 6, LeRobot units) are `actions`, at its close (the
-    product's act_node.tabletop.grasp.grasp_of_actions, which the layout target_tool_yaw_grasp ships)."""
+    product's act_node.grasp.grasp_of_actions, which the layout target_tool_yaw_grasp ships)."""
     return grasp_of_actions(actions, target_xy)
 
 

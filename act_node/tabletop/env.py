@@ -11,7 +11,7 @@ Observation:
                      "target_tool_yaw" (15,): then the requested object's (cos k*yaw, sin k*yaw), read at reset
                      by the yaw reader (act_node.perception.yaw) from the front and wrist cameras drawn at 96x128 with
                      TinyRenderer (its own draw, whatever the env's cameras are); with "target_tool_yaw_grasp"
-                     (19,): then the grasp the expert's planner chooses at reset (act_node.tabletop.grasp), among
+                     (19,): then the grasp the expert's planner chooses at reset (act_node.grasp), among
                      the objects the Selector read (scene "cameras": the scene reader's; "sim": the simulator's)
 Action: (6,) joint position targets in the same units as agent_pos, clamped to the joint ranges (counted).
 Success and reward: act_node.tabletop.task.
@@ -38,7 +38,6 @@ from act_node.table_frame import (
     YAW_READER_IMAGE_SIZE,
 )
 from act_node.tabletop.cameras import CameraRig, camera_specs
-from act_node.tabletop.grasp import Grasp, planned_grasp
 from act_node.tabletop.scene import Scene
 from act_node.tabletop.table import TableTop
 from act_node.tabletop.task import TargetChoice
@@ -54,7 +53,7 @@ class PickObjectEnv(gym.Env):
                  image_size: tuple[int, int] = SIM_IMAGE_SIZE, fps: int = FPS, max_steps: int = EPISODE_STEPS,
                  target_source: str = "selector", request: str | None = None, render_mode: str = "rgb_array",
                  selector: Selector | None = None, renderer: str = "tiny", environment_layout: str = "target",
-                 yaw_reader=None, scene: str = "sim", scene_reader=None):
+                 yaw_reader=None, scene: str = "sim", scene_reader=None, grasp_planner=None):
         if scene not in SCENE_SOURCES:
             raise ValueError(f"scene must be one of {SCENE_SOURCES}, got {scene!r}")
         if scene == "cameras" and (scene_reader is None or target_source == "truth"):
@@ -70,6 +69,11 @@ class PickObjectEnv(gym.Env):
             raise ValueError(f"environment_layout {environment_layout!r} reads the requested object's yaw from the "
                              "cameras: give yaw_reader= (act_node.perception.yaw.YawReader.load(), or build the env "
                              "with act_node.envs.make_env, which does)")
+        if environment_layout in GRASP_LAYOUTS and grasp_planner is None:
+            raise ValueError(f"environment_layout {environment_layout!r} takes the grasp the expert's planner chooses: "
+                             "give grasp_planner= (act_node.grasp.planned_grasp, or build the env with "
+                             "act_node.envs.make_env, which does)")
+        self.grasp_planner = grasp_planner
         self.environment_layout = environment_layout
         self.object_count = objects
         self.table = TableTop(camera_specs(tuple(cameras), *image_size), fps, renderer)
@@ -81,7 +85,7 @@ class PickObjectEnv(gym.Env):
         self.render_mode = render_mode
         self.selector = None if target_source == "truth" else (selector or Selector.load())
         self.yaw_reader, self.yaw_rig, self.yaw = None, None, None
-        self.grasp: Grasp | None = None  # target_tool_yaw_grasp: planned at reset
+        self.grasp = None  # target_tool_yaw_grasp: planned at reset (an act_node.grasp.Grasp)
         # scene 'cameras': the Selector reads what the scene reader sees in the front camera at reset, never the
         # simulator's objects (the graph's scene reader node reads the same image: act_node.perception.scene)
         self.scene_source, self.scene_reader, self.seen = scene, scene_reader, None
@@ -148,16 +152,17 @@ class PickObjectEnv(gym.Env):
         frame."""
         return [(o.kind, float(o.position[0]), float(o.position[1]), o.yaw) for o in self.table.task.object_states()]
 
-    def _planned_grasp(self) -> Grasp:
-        """The grasp the planner chooses now for the Selector's target, among the objects the Selector read."""
-        if not np.all(np.isfinite(self.target.xy)):  # the requested kind not seen: the episode ends unasked
-            return Grasp(np.zeros(len(GRASP_NAMES), np.float32), "none", "no target")
+    def _planned_grasp(self):
+        """The grasp the planner chooses now for the Selector's target, among the objects the Selector read (None
+        when there is no target: the requested kind not seen, the episode ends before any policy is asked)."""
+        if not np.all(np.isfinite(self.target.xy)):
+            return None
         if self.scene_source == "cameras":
             objects = [(o.kind, float(o.x), float(o.y), float(o.yaw)) for o in self.seen]
         else:
             objects = self.object_poses()
         start = so101.to_lerobot(self.table.robot.joint_positions()).astype(np.float32)
-        return planned_grasp(start, self.target.xy, self.scene.request, objects, self.fps, self.yaw)
+        return self.grasp_planner(start, self.target.xy, self.scene.request, objects, self.fps, self.yaw)
 
     def step(self, action):
         reward, terminated, truncated, info = self.act(action)
@@ -229,7 +234,9 @@ class PickObjectEnv(gym.Env):
         return observation
 
     def _grasp(self) -> np.ndarray | None:
-        return None if self.grasp is None else self.grasp.numbers
+        if self.grasp is None:  # no grasp layout, or no target: zeros stand in (the observation is never used)
+            return np.zeros(len(GRASP_NAMES), np.float32) if self.environment_layout in GRASP_LAYOUTS else None
+        return self.grasp.numbers
 
     def _info(self, success: bool, clamped: int) -> dict:
         grasp = {} if self.grasp is None else {"grasp_source": self.grasp.source}

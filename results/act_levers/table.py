@@ -2,7 +2,8 @@
 
     .venv/bin/python results/act_levers/table.py          # prints the table README.md holds
 
-Each row names two act-sim eval reports in this folder, results/act_dart/card or results/act_grasp_choice/reports
+Each row names two act-sim eval reports in this folder, results/act_dart/card, results/act_grasp_choice/reports or
+results/act_grasp_layout/card
 (report.json's per_episode, the same seeds and scenes): the baseline's successes, the lever's, the episodes both
 pick, only the baseline, only the lever, and McNemar's exact p over the discordant ones (act_node.report.compare,
 what `act-sim compare` prints).
@@ -70,6 +71,16 @@ ROWS = [
      "../act_grasp_choice/reports/grasp_30k_cameras_2000_100_6.json"),
     ("the same, suite pens-and-keys", "../act_dart/card/suites/dart_cameras_pens-and-keys.json",
      "../act_grasp_choice/reports/grasp_30k_cameras_pens-and-keys.json"),
+    ("the same, shipped: models/act_target_tool_yaw_grasp, its grasp planned by act_node.grasp in "
+     "act-sim eval's env from the reader's objects, against the DART checkpoint it replaced, seeds 2000-2199",
+     "../act_dart/card/dart_cameras_2000_200_4.json", "../act_grasp_layout/card/grasp_cameras_2000_200_4.json"),
+    ("the same, seeds 3000-3199", "../act_dart/card/dart_cameras_3000_200_4.json",
+     "../act_grasp_layout/card/grasp_cameras_3000_200_4.json"),
+    ("the same, suite pick-4", "../act_dart/card/suites/dart_cameras_pick-4.json",
+     "../act_grasp_layout/card/suites/grasp_cameras_pick-4.json"),
+    ("the scene read from the front camera instead of the simulator's objects (models/act_target_tool_yaw_grasp), "
+     "seeds 2100-2399", "../act_grasp_layout/card/grasp_sim_2100_300_4.json",
+     "../act_grasp_layout/card/grasp_cameras_2100_300_4.json"),
     ("the nearest other object's offset from the target, two more numbers (act_lab/studies/nearest.py): both small "
      "runs at step 15,000, one checkpoint each", "small_15k_cameras_2000_200_4.json",
      "nearest_15k_cameras_2000_200_4.json"),

@@ -38,7 +38,7 @@ class ActNodePickEnv(EnvConfig):
     # observation.environment_state's layout (act_node.observation): target (10), target_tool (13, the tool
     # relative to the target as well), target_tool_yaw (15, and the requested object's yaw, which the env reads
     # from its cameras with models/yaw_reader) or target_tool_yaw_grasp (19, and the grasp the expert's planner
-    # chooses at reset: act_node.tabletop.grasp); like the renderer, give the one the checkpoint was trained on
+    # chooses at reset: act_node.grasp); like the renderer, give the one the checkpoint was trained on
     environment_layout: str = "target"
     # where the selector's objects come from, as act-sim eval's --scene: cameras (the scene reader on the front
     # camera, scene_reader: its folder, '': models/scene_reader) or sim (the simulator's truth)
@@ -104,12 +104,16 @@ class ActNodePickEnv(EnvConfig):
     @property
     def gym_kwargs(self) -> dict:
         kwargs = {**self.graph.env_kwargs(), "environment_layout": self.environment_layout}
-        from act_node.table_frame import YAW_LAYOUTS
+        from act_node.table_frame import GRASP_LAYOUTS, YAW_LAYOUTS
 
         if self.environment_layout in YAW_LAYOUTS:  # the env reads the yaw with it (act_node.envs)
             from act_node.envs import yaw_reader
 
             kwargs["yaw_reader"] = yaw_reader()
+        if self.environment_layout in GRASP_LAYOUTS:  # and plans the grasp with it (act_node.grasp)
+            from act_node.grasp import planned_grasp
+
+            kwargs["grasp_planner"] = planned_grasp
         folder = kwargs.pop("scene_reader_model", "")
         if kwargs.get("scene") == "cameras":  # the selector reads the scene reader's reading (act_node.envs)
             from act_node.envs import scene_reader

@@ -15,7 +15,8 @@ In a recorded demonstration they are read off the episode's own actions at its c
 demonstrator did. At run time they are planned once, at the episode's first observation (`planned_grasp`), from
 the joints, the Selector's target and the objects: the simulator's with scene:=sim, the scene reader's with
 scene:=cameras, and where no scene is read (an arm that takes a clicked target) the requested object alone, at
-the target, lying as the yaw reader read it. Nothing here imports pybullet.
+the target, lying as the yaw reader read it. The env takes `planned_grasp` as its `grasp_planner` (act_node.envs
+gives it), as it takes the yaw reader: the table-top does not import what stands on it.
 """
 
 from __future__ import annotations
