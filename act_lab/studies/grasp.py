@@ -16,6 +16,8 @@ of the wrist roll at the close, and where the tool centre point closes relative 
     python -m act_lab.studies.grasp dataset SRC DST     # SRC's 15-number environment state, and the grasp: 19
     python -m act_lab.studies.grasp eval CHECKPOINT OUT --first-seed 2100 --episodes 300 --scene sim
     python -m act_lab.studies.grasp eval CHECKPOINT OUT --first-seed 2100 --episodes 300 --scene cameras --perceived
+    python -m act_lab.studies.grasp alone models/act_target_tool_yaw_grasp OUT --first-seed 2100 --episodes 300 \
+        --scene cameras          # the shipped layout, its grasp planned without the other objects (an arm's case)
 
 In `dataset` the grasp is read off each episode's own actions at the close (the pushed episodes record the plan's
 clean action, and the pushes are over before the close: act_node.tabletop.perturb); the first scenes are remade
@@ -152,10 +154,34 @@ def evaluate(argv: list[str]) -> None:
     cli.main(["eval", "--policy.path", checkpoint, "--out", out, "--videos", "0", "--workers", "1", *rest])
 
 
+def evaluate_target_alone(argv: list[str]) -> None:
+    """act-sim eval of a target_tool_yaw_grasp checkpoint with the grasp planned as on an arm without a scene reader
+    (the policy node's use_scene:=false): the requested object alone at the Selector's target, lying as the yaw
+    reader read it, none of the other objects. The Selector still reads the scene (--scene) for the target."""
+    from act_node import cli
+    from act_node import evaluate as evaluation
+    from act_node.envs import make_env as make_pick_env
+    from act_node.grasp import planned_grasp as product_grasp
+
+    def alone(start, target_xy, request, objects, fps, yaw_numbers=None):
+        return product_grasp(start, target_xy, request, None, fps, yaw_numbers)
+
+    def make_env(**kwargs):
+        return make_pick_env(**{**kwargs, "grasp_planner": alone})
+
+    evaluation.make_pick_env = make_env
+    checkpoint, out, *rest = argv
+    if any(arg.startswith("--workers") or arg.startswith("--ray") for arg in rest):
+        raise SystemExit("grasp.py alone runs in this process (spawned workers would build their envs as shipped)")
+    cli.main(["eval", "--policy.path", checkpoint, "--out", out, "--videos", "0", "--workers", "1", *rest])
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "dataset":
         dataset(Path(sys.argv[2]), Path(sys.argv[3]))
     elif sys.argv[1] == "eval":
         evaluate(sys.argv[2:])
+    elif sys.argv[1] == "alone":
+        evaluate_target_alone(sys.argv[2:])
     else:
-        raise SystemExit(f"unknown command {sys.argv[1]!r}: dataset or eval")
+        raise SystemExit(f"unknown command {sys.argv[1]!r}: dataset, eval or alone")

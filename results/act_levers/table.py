@@ -78,6 +78,9 @@ ROWS = [
      "../act_grasp_layout/card/grasp_cameras_3000_200_4.json"),
     ("the same, suite pick-4", "../act_dart/card/suites/dart_cameras_pick-4.json",
      "../act_grasp_layout/card/suites/grasp_cameras_pick-4.json"),
+    ("the grasp planned from the target alone (an arm without a scene reader: use_scene:=false) instead of among the "
+     "scene reader's objects (models/act_target_tool_yaw_grasp), seeds 2100-2399",
+     "../act_grasp_layout/card/grasp_cameras_2100_300_4.json", "../act_grasp_layout/arm/alone_cameras_2100_300_4.json"),
     ("the scene read from the front camera instead of the simulator's objects (models/act_target_tool_yaw_grasp), "
      "seeds 2100-2399", "../act_grasp_layout/card/grasp_sim_2100_300_4.json",
      "../act_grasp_layout/card/grasp_cameras_2100_300_4.json"),
