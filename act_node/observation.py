@@ -41,12 +41,10 @@ import numpy as np
 from act_node import so101
 from act_node.table_frame import (  # noqa: F401 (the layouts' names are read from here too)
     ENV_LAYOUTS,
-    GRASP_LAYOUTS,
     GRASP_NAMES,
     JOINT_LAYOUTS,
     KIND_NAMES,
     TOOL_NAMES,
-    YAW_LAYOUTS,
     YAW_NAMES,
     environment_layout,
     environment_state_names,

@@ -42,17 +42,10 @@ from act_node.table_frame import GRASP_NAMES as GRASP
 CHECK_SCENES = 24  # scenes remade and planned again in `dataset`, half clean, half pushed
 
 
-def grasp_features(actions: np.ndarray, target_xy: np.ndarray) -> np.ndarray:
-    """(4,): the grasp of a pick whose joint targets (ticks, 6, LeRobot units) are `actions`, at its close (the
-    product's act_node.grasp.grasp_of_actions, which the layout target_tool_yaw_grasp ships)."""
-    return grasp_of_actions(actions, target_xy)
-
-
 def planned_grasp(env, observation: dict, perceived: bool = False) -> np.ndarray:
     """The grasp the expert plans from this first observation, for the scene as the simulator holds it, or,
     `perceived`, as the scene reader read it from the front camera (scene:=cameras: kinds, places and yaws by
     their symmetry; nothing of the simulator's truth)."""
-    from act_node.tabletop.expert import scene_objects
     from act_node.tabletop.planner import plan_for_scene
 
     unwrapped = env.unwrapped
@@ -61,10 +54,10 @@ def planned_grasp(env, observation: dict, perceived: bool = False) -> np.ndarray
             raise SystemExit("--perceived plans from the scene reader's objects: run it with --scene cameras")
         objects = [(o.kind, float(o.x), float(o.y), float(o.yaw)) for o in unwrapped.seen]
     else:
-        objects = scene_objects(env)
+        objects = unwrapped.object_poses()
     target_xy = np.asarray(observation["environment_state"][:2], dtype=np.float64)
     plan = plan_for_scene(observation["agent_pos"], target_xy, unwrapped.scene.request, objects, unwrapped.fps)
-    return grasp_features(plan, target_xy)
+    return grasp_of_actions(plan, target_xy)
 
 
 def dataset(src: Path, dst: Path) -> None:
@@ -89,7 +82,7 @@ def dataset(src: Path, dst: Path) -> None:
     for _, episode in tqdm(frames.groupby("episode_index", sort=True), desc="episodes"):
         actions = np.stack(episode["action"].to_numpy())
         target = np.stack(episode[env_key].to_numpy())[0, :2]
-        grasps.append(grasp_features(actions, target))
+        grasps.append(grasp_of_actions(actions, target))
     record = SeedRecord.read(dst)
     seeds = record.episode_seeds
     if len(seeds) != len(grasps):

@@ -19,11 +19,6 @@ if TYPE_CHECKING:
     from act_node.tabletop.env import PickObjectEnv
 
 
-def scene_objects(env: PickObjectEnv) -> list[tuple[str, float, float, float]]:
-    """The objects as the simulator holds them now, as the planner takes them: [(kind, x, y, yaw)], table frame."""
-    return env.unwrapped.object_poses()
-
-
 class ScriptedExpert:
     """The planner as a policy over the env: `reset(observation)` after each env reset, then
     `act(observation)` each step (or `chunk(observation, n)` for the next n actions)."""
@@ -36,7 +31,7 @@ class ScriptedExpert:
 
     def reset(self, observation: dict) -> None:
         """Plan from the observation (joints, target) and, privileged, the objects as they stand."""
-        objects = scene_objects(self.env)
+        objects = self.env.object_poses()
         target_xy = observation["environment_state"][:2]  # then the request, one-hot: the scene's own here
         self.plan = plan_for_scene(observation["agent_pos"], target_xy, self.env.scene.request, objects, self.fps)
         self.step = 0
@@ -45,7 +40,7 @@ class ScriptedExpert:
         """Plan again from the joints now and the requested object where it stands now (privileged: the
         observation's target is where it stood at reset, and a missed grasp may have moved it): the
         second attempt of act_lab.takeover."""
-        objects = scene_objects(self.env)
+        objects = self.env.object_poses()
         target_xy = self.env.table.task.target_pose()[0][:2]
         self.plan = plan_for_scene(observation["agent_pos"], target_xy, self.env.scene.request, objects, self.fps)
         self.step = 0

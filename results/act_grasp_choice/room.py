@@ -17,7 +17,6 @@ import sys
 def main(report: str, out: str) -> None:
     from act_node.config import GraphConfig
     from act_node.envs import make_env
-    from act_node.tabletop.expert import scene_objects
     from act_node.tabletop.perturb import closing_tick
     from act_node.tabletop.planner import plan_for_scene
 
@@ -28,7 +27,7 @@ def main(report: str, out: str) -> None:
     for episode in episodes:
         observation, _ = env.reset(seed=episode["seed"])
         scene = env.unwrapped
-        objects = scene_objects(scene)
+        objects = scene.object_poses()
         request, target = scene.scene.request, observation["environment_state"][:2]
         row = {"seed": episode["seed"], "kind": request, "outcome": episode["outcome"]}
         try:
